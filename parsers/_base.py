@@ -1,0 +1,126 @@
+"""Shared base of every parser family: the contract the combined parser and derender rely on.
+
+A parser object holds only configuration (marker strings, vocabulary ids, tool schemas); it is
+built once per (model, request settings) and is immutable. All streaming progress lives in a
+`JsonState` value that the caller threads through `feed`/`finish`:
+
+    state = parser.initial_state(...)
+    state, events = parser.feed(state, delta_text)      # any number of times
+    state, events = parser.finish(state)                # once, at the end of the output
+
+Concatenating the events of any split of an output equals `parse(output)` (the batch result),
+whatever the split and even when the state is serialised and restored between calls.
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+from parsers._events import Event, ToolCall
+from parsers._state import JsonState
+
+__all__ = [
+    "Vocab",
+    "ReasoningParser",
+    "ReasoningResult",
+    "ToolParser",
+    "ToolParseResult",
+    "make_tool_call_id",
+    "MAX_HELD_CHARS",
+]
+
+# Text held back because it may be the start of a marker. Markers are short (< 64 chars);
+# 4 KiB leaves room for whitespace runs some formats allow before a marker.
+MAX_HELD_CHARS = 4096
+
+
+class Vocab(Protocol):
+    """The part of a tokenizer parsers may use: marker strings to ids."""
+
+    def token_to_id(self, token: str) -> int | None: ...
+
+
+def make_tool_call_id(request_id: str, index: int) -> str:
+    """Deterministic tool-call id, shaped like vLLM's `chatcmpl-tool-<32 hex>`."""
+    digest = hashlib.blake2b(f"{request_id}:{index}".encode(), digest_size=16).hexdigest()
+    return f"chatcmpl-tool-{digest}"
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningResult:
+    reasoning: str | None
+    content: str | None
+
+
+class ReasoningParser(abc.ABC):
+    """Splits model output into reasoning and content. Content is passed on (to tool parsing)."""
+
+    name: ClassVar[str]
+
+    def __init__(self, vocab: Vocab, chat_template_kwargs: Mapping[str, Any] | None = None):
+        self.vocab = vocab
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+
+    @abc.abstractmethod
+    def initial_state(self, prompt_token_ids: Sequence[int] = ()) -> JsonState:
+        """Starting phase, decided from the rendered prompt as upstream does."""
+
+    @abc.abstractmethod
+    def is_reasoning_end(self, token_ids: Sequence[int]) -> bool:
+        """vLLM's `is_reasoning_end` on prompt ids (feeds `reasoning_ended` at render)."""
+
+    @abc.abstractmethod
+    def feed(self, state: JsonState, text: str) -> tuple[JsonState, list[Event]]:
+        """Consume a delta; emit ReasoningDelta / ContentDelta events."""
+
+    @abc.abstractmethod
+    def finish(self, state: JsonState) -> tuple[JsonState, list[Event]]:
+        """Flush held-back text at the end of the output."""
+
+    @abc.abstractmethod
+    def parse(self, text: str, prompt_token_ids: Sequence[int] = ()) -> ReasoningResult:
+        """Batch split with vLLM 0.33 `extract_reasoning` semantics."""
+
+    @classmethod
+    @abc.abstractmethod
+    def state_type(cls) -> type[JsonState]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolParseResult:
+    content: str | None
+    tool_calls: tuple[ToolCall, ...]
+
+
+class ToolParser(abc.ABC):
+    """Splits (post-reasoning) content into content and tool calls."""
+
+    name: ClassVar[str]
+
+    def __init__(self, vocab: Vocab, tools: Sequence[Mapping[str, Any]] | None = None):
+        self.vocab = vocab
+        self.tools = [dict(t) for t in (tools or [])]
+
+    @abc.abstractmethod
+    def initial_state(self) -> JsonState: ...
+
+    @abc.abstractmethod
+    def feed(
+        self, state: JsonState, text: str, request_id: str
+    ) -> tuple[JsonState, list[Event]]:
+        """Consume a delta; emit ContentDelta / ToolCallStart / ToolArgsDelta events."""
+
+    @abc.abstractmethod
+    def finish(self, state: JsonState, request_id: str) -> tuple[JsonState, list[Event]]: ...
+
+    @abc.abstractmethod
+    def parse(self, text: str, request_id: str) -> ToolParseResult:
+        """Batch result with vLLM 0.33 `extract_tool_calls` semantics (ids deterministic)."""
+
+    @classmethod
+    @abc.abstractmethod
+    def state_type(cls) -> type[JsonState]: ...

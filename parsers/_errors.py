@@ -1,0 +1,21 @@
+"""Typed parser errors. Parsers raise these and nothing else on bad input or bad state."""
+
+from __future__ import annotations
+
+__all__ = ["ParserError", "ParseError", "StateError", "LimitExceededError"]
+
+
+class ParserError(Exception):
+    """Base of every error `parsers/` raises on purpose."""
+
+
+class ParseError(ParserError):
+    """The input cannot be parsed (e.g. garbage deltas where the format forbids them)."""
+
+
+class StateError(ParserError):
+    """A serialised state is corrupt, of another version, or of another parser."""
+
+
+class LimitExceededError(ParserError):
+    """A bounded buffer (named limit) would overflow."""
