@@ -1,0 +1,180 @@
+"""HTTP adapter over the in-process API: thin routes, one error mapping, one config.
+
+Each route reads the JSON body, hands it to the sync core on the renderer thread pool
+(`--renderer-num-workers` threads, like vLLM's renderer pool) and serialises the result with
+orjson. No request logic lives here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import orjson
+from fastapi import FastAPI, Request
+from starlette.responses import Response
+
+from render_service import __version__
+from render_service.api import Renderer
+from render_service.config import ServiceConfig
+from render_service.derender_api import Derenderer
+from render_service.errors import BadRequestError
+from render_service.http_errors import install_error_handlers
+from render_service.metrics import CONTENT_TYPE_LATEST, METRICS, render_metrics_text
+from render_service.middleware import ServiceMiddleware
+
+__all__ = ["create_app", "app_from_env", "CONFIG_ENV"]
+
+# The CLI hands the config to worker processes through this variable (JSON).
+CONFIG_ENV = "RENDER_SERVICE_CONFIG_JSON"
+VLLM_API_VERSION = "0.33.0"
+
+T = TypeVar("T")
+
+_POST_ROUTES = (
+    "/v1/chat/completions/render",
+    "/v1/completions/render",
+    "/v1/chat/completions/derender",
+    "/v1/completions/derender",
+    "/tokenize",
+    "/detokenize",
+)
+_GET_ROUTES = ("/v1/models", "/health", "/ping", "/version", "/load", "/metrics")
+
+
+class Service:
+    """What the routes need: the core objects and the pool they run on."""
+
+    def __init__(self, config: ServiceConfig) -> None:
+        self.config = config
+        self.renderer = Renderer(config)
+        self.derenderer = Derenderer(config, self.renderer)
+        self.pool = ThreadPoolExecutor(
+            max_workers=config.renderer_num_workers, thread_name_prefix="renderer"
+        )
+
+    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, lambda: fn(*args, **kwargs))
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS), status, media_type="application/json")
+
+
+async def _read_json_object(request: Request) -> dict[str, Any]:
+    content_type = request.headers.get("content-type", "")
+    if content_type.split(";")[0].strip().lower() != "application/json":
+        raise BadRequestError("Unsupported Media Type: Only 'application/json' is allowed")
+    raw = await request.body()
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequestError(f"JSON decode error: {exc}") from exc
+    if not isinstance(body, dict):
+        raise BadRequestError("The request body must be a JSON object.")
+    return body
+
+
+def _request_id_header(request: Request) -> str | None:
+    return request.headers.get("x-request-id")
+
+
+def _add_core_routes(app: FastAPI, service: Service) -> None:
+    renderer, derenderer = service.renderer, service.derenderer
+
+    @app.post("/v1/chat/completions/render")
+    async def render_chat(request: Request) -> Response:
+        body = await _read_json_object(request)
+        result = await service.run(renderer.render_chat, body, request_id_header=_request_id_header(request))
+        METRICS.tokens_rendered.inc(len(result["token_ids"]))
+        return _json(result)
+
+    @app.post("/v1/completions/render")
+    async def render_completion(request: Request) -> Response:
+        body = await _read_json_object(request)
+        result = await service.run(renderer.render_completion, body, request_id_header=_request_id_header(request))
+        METRICS.tokens_rendered.inc(sum(len(r["token_ids"]) for r in result))
+        return _json(result)
+
+    @app.post("/v1/chat/completions/derender")
+    async def derender_chat(request: Request) -> Response:
+        body = await _read_json_object(request)
+        return _json(await service.run(derenderer.derender_chat, body))
+
+    @app.post("/v1/completions/derender")
+    async def derender_completion(request: Request) -> Response:
+        body = await _read_json_object(request)
+        return _json(await service.run(derenderer.derender_completion, body))
+
+    @app.post("/tokenize")
+    async def tokenize(request: Request) -> Response:
+        body = await _read_json_object(request)
+        return _json(await service.run(renderer.tokenize, body))
+
+    @app.post("/detokenize")
+    async def detokenize(request: Request) -> Response:
+        body = await _read_json_object(request)
+        return _json(await service.run(renderer.detokenize, body))
+
+
+def _add_info_routes(app: FastAPI, service: Service) -> None:
+    @app.get("/v1/models")
+    async def models() -> Response:
+        return _json(service.renderer.models())
+
+    @app.get("/health")
+    async def health() -> Response:
+        return Response(status_code=200)
+
+    @app.get("/ping")
+    async def ping() -> Response:
+        return Response(status_code=200)
+
+    @app.get("/version")
+    async def version() -> Response:
+        return _json({"version": __version__, "vllm_api_version": VLLM_API_VERSION})
+
+    @app.get("/load")
+    async def load() -> Response:
+        return _json({"server_load": service.pool._work_queue.qsize()})
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(render_metrics_text(), media_type=CONTENT_TYPE_LATEST)
+
+
+def create_app(config: ServiceConfig) -> FastAPI:
+    """Build the render/derender app for one worker process."""
+    service = Service(config)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):  # type: ignore[no-untyped-def]
+        yield
+        service.pool.shutdown(wait=False, cancel_futures=True)
+
+    app = FastAPI(title="render-service", version=__version__, lifespan=lifespan)
+    app.state.service = service
+    install_error_handlers(app)
+    _add_core_routes(app, service)
+    _add_info_routes(app, service)
+    app.add_middleware(
+        ServiceMiddleware,
+        api_key=config.api_key,
+        max_body_bytes=config.limits.max_body_bytes,
+        max_concurrent=config.limits.max_concurrent_requests,
+        known_paths=frozenset(_POST_ROUTES + _GET_ROUTES),
+        echo_request_id=config.enable_request_id_headers,
+    )
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """uvicorn factory for worker processes: the CLI serialised the config into CONFIG_ENV."""
+    from render_service.config_io import config_from_json
+
+    return create_app(config_from_json(os.environ[CONFIG_ENV]))

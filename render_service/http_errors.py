@@ -1,0 +1,89 @@
+"""The one place where errors become HTTP responses (OpenAI / vLLM error bodies).
+
+Mapping (vLLM 0.33, `serve/exception_handling/error_response.py`):
+  RenderServiceError subclasses -> their own status and type
+  request-body validation       -> 400 "Bad Request" (never FastAPI's 422)
+  HTTPException                 -> its status, type = the HTTP phrase
+  anything else                 -> 500 InternalServerError (logged with its stack)
+"""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
+
+from render_service.errors import RenderServiceError
+
+__all__ = ["install_error_handlers", "error_response", "error_body"]
+
+log = logging.getLogger(__name__)
+
+_MAX_LISTED_ERRORS = 10  # vLLM lists at most 10 validation errors
+_MAX_INPUT_CHARS = 200
+
+
+def error_body(message: str, error_type: str, status: int, param: str | None = None) -> dict:
+    return {"error": {"message": message, "type": error_type, "param": param, "code": status}}
+
+
+def error_response(status: int, body: Any) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
+
+
+def _validation_message(errors: list[dict[str, Any]]) -> tuple[str, str | None]:
+    lines = []
+    for err in errors[:_MAX_LISTED_ERRORS]:
+        entry = {k: err.get(k) for k in ("type", "loc", "msg")}
+        entry["input"] = str(err.get("input"))[:_MAX_INPUT_CHARS]
+        lines.append("  " + str(entry)[:1000])
+    count = len(errors)
+    noun = "error" if count == 1 else "errors"
+    loc = errors[0].get("loc", ()) if errors else ()
+    param = ".".join(str(p) for p in loc if not str(p).startswith("function-")) or None
+    return f"{count} validation {noun}:\n" + "\n".join(lines), param
+
+
+async def _on_service_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RenderServiceError)
+    if exc.status >= 500:
+        log.error("request failed: %s", exc.message)
+    return error_response(exc.status, exc.to_body())
+
+
+async def _on_validation_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    message, param = _validation_message(list(exc.errors()))
+    return error_response(400, error_body(message, "Bad Request", 400, param))
+
+
+async def _on_http_exception(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return error_response(
+        exc.status_code, error_body(str(exc.detail), _phrase(exc.status_code), exc.status_code)
+    )
+
+
+async def _on_unexpected(_: Request, exc: Exception) -> Response:
+    log.exception("unhandled error", exc_info=exc)
+    return error_response(500, error_body("Internal server error", "InternalServerError", 500))
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RenderServiceError, _on_service_error)
+    app.add_exception_handler(RequestValidationError, _on_validation_error)
+    app.add_exception_handler(HTTPException, _on_http_exception)
+    app.add_exception_handler(Exception, _on_unexpected)

@@ -1,0 +1,163 @@
+"""Pure-ASGI middleware: API key, body-size limit, per-worker concurrency bound, metrics.
+
+Plain ASGI (not BaseHTTPMiddleware) so streaming responses pass through untouched and the
+per-request overhead stays a few function calls.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import orjson
+
+from render_service.errors import PayloadTooLargeError
+from render_service.http_errors import error_body
+from render_service.metrics import METRICS
+
+__all__ = ["ServiceMiddleware"]
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+# Probes and scrapes stay open when --api-key is set (Kubernetes and Prometheus can't send it).
+OPEN_PATHS = frozenset({"/health", "/metrics", "/ping"})
+
+
+async def _send_json(send: Send, status: int, body: Any, headers: Iterable = ()) -> None:
+    payload = orjson.dumps(body)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+class ServiceMiddleware:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        api_key: str | None,
+        max_body_bytes: int,
+        max_concurrent: int,
+        known_paths: frozenset[str],
+        echo_request_id: bool = False,
+    ) -> None:
+        self.app = app
+        self.api_key = api_key.encode() if api_key else None
+        self.max_body_bytes = max_body_bytes
+        self.max_concurrent = max_concurrent
+        self.known_paths = known_paths
+        self.echo_request_id = echo_request_id
+        self.in_flight = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        endpoint = path if path in self.known_paths else "other"
+        started = time.perf_counter()
+        status_box = [500]
+
+        async def send_recording(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status_box[0] = message["status"]
+                if self.echo_request_id:
+                    message = _with_request_id(scope, message)
+            await send(message)
+
+        try:
+            await self._dispatch(scope, receive, send_recording, path)
+        finally:
+            METRICS.requests.labels(endpoint, str(status_box[0])).inc()
+            METRICS.latency.labels(endpoint).observe(time.perf_counter() - started)
+
+    async def _dispatch(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
+        if self.api_key is not None and path not in OPEN_PATHS and scope["method"] != "OPTIONS":
+            if not self._authorized(scope):
+                METRICS.rejected.labels("unauthorized").inc()
+                await _send_json(send, 401, {"error": "Unauthorized"})
+                return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_body_bytes:
+            METRICS.rejected.labels("body_too_large").inc()
+            await _send_json(send, 413, _too_large_body(self.max_body_bytes))
+            return
+        if self.in_flight >= self.max_concurrent and path not in OPEN_PATHS:
+            METRICS.rejected.labels("saturated").inc()
+            body = error_body(
+                f"Server is saturated ({self.max_concurrent} requests in flight); retry later.",
+                "ServiceUnavailableError",
+                503,
+            )
+            await _send_json(send, 503, body, [(b"retry-after", b"1")])
+            return
+        self.in_flight += 1
+        try:
+            await self.app(scope, self._bounded_receive(receive), send)
+        finally:
+            self.in_flight -= 1
+
+    def _authorized(self, scope: Scope) -> bool:
+        assert self.api_key is not None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                expected = b"Bearer " + self.api_key
+                return hmac.compare_digest(value, expected)
+        return False
+
+    def _bounded_receive(self, receive: Receive) -> Receive:
+        seen = 0
+        limit = self.max_body_bytes
+
+        async def bounded() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    METRICS.rejected.labels("body_too_large").inc()
+                    raise PayloadTooLargeError(_too_large_body(limit)["error"]["message"])
+            return message
+
+        return bounded
+
+
+def _too_large_body(limit: int) -> dict:
+    return error_body(
+        f"Request body exceeds the limit of {limit} bytes (--max-body-bytes).",
+        "PayloadTooLargeError",
+        413,
+    )
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def _with_request_id(scope: Scope, message: Message) -> Message:
+    for name, value in scope["headers"]:
+        if name == b"x-request-id":
+            headers = [*message.get("headers", []), (b"x-request-id", value)]
+            return {**message, "headers": headers}
+    return message

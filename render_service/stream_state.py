@@ -1,0 +1,118 @@
+"""The `stream_state` envelope: opaque to clients, versioned, compact and tamper-evident.
+
+Wire shape (what clients echo back unchanged):  {"rs": "<version>.<payload>.<mac>"}
+  payload = base64url(zlib(JSON of the derender stream state))
+  mac     = base64url(HMAC-SHA256(secret, domain | version | binding | payload)[:16])
+
+`binding` ties a state to one stream (the engine request id, the choice index and the
+config fingerprint), so a state lifted from one request and replayed into another, or into
+a server with other model/parser settings, fails the MAC check. `issued_at` bounds how long
+a state stays valid. Every replica of a deployment must share the secret; a per-process
+random secret works only for a single replica.
+
+Checks run before any work, cheapest first: size, shape, version, MAC, decompression (with
+an output bound, so a zip bomb cannot blow up memory), JSON, age.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from render_service.errors import StreamStateError
+
+__all__ = ["StreamStateCodec", "STATE_VERSION"]
+
+STATE_VERSION = 1
+_DOMAIN = b"render-service/stream_state"
+_MAC_BYTES = 16  # 128-bit tag: forgery odds 2^-128 per try
+# A stream lasting longer than a day is not a live stream; its state is stale.
+DEFAULT_MAX_AGE_S = 24 * 3600
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError) as exc:
+        raise StreamStateError("invalid stream_state: not base64url") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class StreamStateCodec:
+    secret: bytes
+    max_bytes: int
+    max_age_s: float = DEFAULT_MAX_AGE_S
+
+    def _mac(self, binding: str, payload: str) -> str:
+        message = b"|".join((_DOMAIN, str(STATE_VERSION).encode(), binding.encode(), payload.encode()))
+        return _b64(hmac.new(self.secret, message, hashlib.sha256).digest()[:_MAC_BYTES])
+
+    def encode(self, state: dict[str, Any], *, binding: str, now: float | None = None) -> dict[str, str]:
+        body = dict(state, issued_at=int(now if now is not None else time.time()))
+        payload = _b64(zlib.compress(orjson.dumps(body), 6))
+        return {"rs": f"{STATE_VERSION}.{payload}.{self._mac(binding, payload)}"}
+
+    def decode(self, wire: object, *, binding: str, now: float | None = None) -> dict[str, Any]:
+        token = self._token(wire)
+        version, payload, tag = self._split(token)
+        if not hmac.compare_digest(tag, self._mac(binding, payload)):
+            raise StreamStateError(
+                "invalid stream_state: signature mismatch (forged, altered, from another request, "
+                "or signed by a replica with a different stream-state secret or configuration)"
+            )
+        state = self._inflate(payload)
+        age = (now if now is not None else time.time()) - state.get("issued_at", 0)
+        if age > self.max_age_s:
+            raise StreamStateError("invalid stream_state: expired (stale stream)")
+        return state
+
+    def _token(self, wire: object) -> str:
+        if not isinstance(wire, dict) or set(wire) != {"rs"} or not isinstance(wire["rs"], str):
+            raise StreamStateError(
+                "invalid stream_state: expected the object returned by the previous derender call "
+                '({"rs": ...}); states from other servers are not accepted'
+            )
+        token = wire["rs"]
+        if len(token) > self.max_bytes:
+            raise StreamStateError(f"invalid stream_state: larger than {self.max_bytes} bytes")
+        return token
+
+    @staticmethod
+    def _split(token: str) -> tuple[str, str, str]:
+        parts = token.split(".")
+        if len(parts) != 3:
+            raise StreamStateError("invalid stream_state: malformed (truncated?)")
+        if parts[0] != str(STATE_VERSION):
+            raise StreamStateError(
+                f"invalid stream_state: version {parts[0]!r} is not supported (this server speaks "
+                f"{STATE_VERSION})"
+            )
+        return parts[0], parts[1], parts[2]
+
+    def _inflate(self, payload: str) -> dict[str, Any]:
+        decompressor = zlib.decompressobj()
+        try:
+            raw = decompressor.decompress(_unb64(payload), self.max_bytes * 8)
+        except zlib.error as exc:
+            raise StreamStateError("invalid stream_state: corrupt payload") from exc
+        if decompressor.unconsumed_tail:
+            raise StreamStateError("invalid stream_state: payload too large")
+        try:
+            state = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise StreamStateError("invalid stream_state: corrupt payload") from exc
+        if not isinstance(state, dict):
+            raise StreamStateError("invalid stream_state: corrupt payload")
+        return state
