@@ -194,8 +194,12 @@ def serve(config: ServiceConfig, log_level: str) -> None:
     from render_service.config_io import config_to_json
 
     if config.workers == 1:
-        uvicorn.run(create_app(config), host=config.host, port=config.port, log_level=log_level)
+        app = create_app(config)  # loads the model: a bad folder or template fails here
+        uvicorn.run(app, host=config.host, port=config.port, log_level=log_level)
         return
+    from render_service.model import ModelBundle
+
+    ModelBundle.load(config)  # fail once, in the parent, before forking workers
     os.environ[CONFIG_ENV] = config_to_json(config)
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="render-service-metrics-"))
     uvicorn.run("render_service.app:app_from_env", factory=True, host=config.host, port=config.port,
@@ -207,9 +211,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = _with_process_secret(config_from_args(args))
-        from render_service.model import ModelBundle
-
-        ModelBundle.load(config)  # fail at start on a bad model folder or template
         serve(config, args.log_level)
     except ConfigError as exc:
         print(f"render-service: error: {exc.message}", file=sys.stderr)
