@@ -29,7 +29,8 @@ log = logging.getLogger("render_service")
 
 
 def _env_default(name: str, default: Any = None) -> Any:
-    return os.environ.get(ENV_PREFIX + name.upper().replace("-", "_"), default)
+    # An empty variable means "unset" (charts and shells often export VAR="").
+    return os.environ.get(ENV_PREFIX + name.upper().replace("-", "_")) or default
 
 
 def _env_flag(name: str) -> bool:

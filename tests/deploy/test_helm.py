@@ -1,0 +1,359 @@
+"""The Helm chart, rendered by Helm's own engine (helm-python-sdk) and checked three ways:
+every manifest validates against the Kubernetes JSON schemas (kubernetes-validate, strict);
+every render-service replica gets the same model, template, parser flags and stream-state key;
+and the wiring (selectors, probes, HPA, PDB, checksums, gateway pools) points where it should.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from typing import Any
+
+import helm_python
+import kubernetes_validate
+import pytest
+import yaml
+
+from ._tools import (
+    CHART,
+    VALUE_SETS,
+    ci_values,
+    manifests,
+    of_kind,
+    render,
+    render_files,
+    render_service_containers,
+)
+
+# The oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and the newest schemas shipped.
+K8S_VERSIONS = ("1.25.0", "1.37.0")
+# Custom resources have no upstream schema; each is checked structurally below.
+CUSTOM_KINDS = {"ServiceMonitor"}
+EXPECTED_KINDS = {
+    "default": {"ConfigMap", "Secret", "Deployment", "Service", "HorizontalPodAutoscaler",
+                "PodDisruptionBudget"},
+    "pd": {"ConfigMap", "Deployment", "Service", "HorizontalPodAutoscaler",
+           "PodDisruptionBudget", "ServiceMonitor"},
+    "sidecar": {"ConfigMap", "Secret", "Deployment", "Service"},
+}
+
+
+@pytest.fixture(scope="module", params=VALUE_SETS)
+def value_set(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def rendered(value_set: str) -> list[dict[str, Any]]:
+    return render(ci_values(value_set))
+
+
+def pod_spec(deployment: dict[str, Any]) -> dict[str, Any]:
+    return deployment["spec"]["template"]["spec"]
+
+
+def env_of(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e.get("value") for e in container.get("env", [])}
+
+
+def volume(deployment: dict[str, Any], name: str) -> dict[str, Any]:
+    (found,) = [v for v in pod_spec(deployment)["volumes"] if v["name"] == name]
+    return found
+
+
+# -- Helm itself ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value_set", VALUE_SETS)
+def test_helm_lint_reports_no_warning(value_set: str) -> None:
+    report = helm_python.lint(str(CHART), ci_values(value_set), strict=True)
+    assert report["errors"] == []
+    # Severity 1 is INFO (e.g. "icon is recommended"); 2 WARNING, 3 ERROR.
+    assert [m for m in report["messages"] if m["severity"] > 1] == []
+
+
+def test_rendered_by_the_real_helm_sdk() -> None:
+    assert helm_python.helm_sdk_version().startswith("v4.")
+
+
+# -- Kubernetes schemas ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k8s_version", K8S_VERSIONS)
+def test_every_manifest_matches_the_kubernetes_schema(
+    value_set: str, rendered: list[dict[str, Any]], k8s_version: str
+) -> None:
+    assert {d["kind"] for d in rendered} == EXPECTED_KINDS[value_set]
+    for doc in rendered:
+        if doc["kind"] in CUSTOM_KINDS:
+            with pytest.raises(kubernetes_validate.SchemaNotFoundError):
+                kubernetes_validate.validate(doc, k8s_version, strict=True)
+            continue
+        kubernetes_validate.validate(doc, k8s_version, strict=True)
+
+
+def test_schema_validation_can_fail() -> None:
+    """Guards the check above: a typo'd field must be rejected in strict mode."""
+    (deployment, *_) = of_kind(render({}), "Deployment")
+    deployment["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, K8S_VERSIONS[-1], strict=True)
+
+
+def test_servicemonitor_scrapes_the_render_and_gateway_services() -> None:
+    docs = render(ci_values("pd"))
+    (monitor,) = of_kind(docs, "ServiceMonitor")
+    spec = monitor["spec"]
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert spec["endpoints"] == [
+        {"port": "http", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s"}
+    ]
+    assert spec["namespaceSelector"] == {"matchNames": ["llm"]}
+    selected = [
+        s for s in of_kind(docs, "Service")
+        if spec["selector"]["matchLabels"].items() <= s["metadata"]["labels"].items()
+        and s["metadata"]["labels"]["app.kubernetes.io/component"]
+        in spec["selector"]["matchExpressions"][0]["values"]
+    ]
+    assert sorted(s["metadata"]["name"] for s in selected) == ["rs-render-service", "rs-render-service-gateway"]
+    assert all(p["name"] == "http" for s in selected for p in s["spec"]["ports"])
+
+
+# -- One model, one template, one set of parsers, one key for every replica ------------------
+
+
+def test_every_replica_shares_model_template_parsers_and_key(
+    value_set: str, rendered: list[dict[str, Any]]
+) -> None:
+    (config_map,) = [c for c in of_kind(rendered, "ConfigMap") if c["metadata"]["name"] == "rs-render-service-config"]
+    deployments = of_kind(rendered, "Deployment")
+    containers = [(d, c) for d in deployments for c in render_service_containers(d)]
+    expected = {"default": 1, "pd": 2, "sidecar": 1}[value_set]  # render / +gateway / sidecar
+    assert len(containers) == expected
+
+    wiring = set()
+    for deployment, container in containers:
+        assert container["envFrom"] == [{"configMapRef": {"name": config_map["metadata"]["name"]}}]
+        env = env_of(container)
+        # Nothing per-container may override what the ConfigMap decides for all.
+        assert not set(env) & set(config_map["data"])
+        secret_volume = volume(deployment, "stream-state")["secret"]
+        (mount,) = [m for m in container["volumeMounts"] if m["name"] == "stream-state"]
+        (item,) = secret_volume["items"]
+        assert env["RENDER_SERVICE_STREAM_STATE_SECRET_FILE"] == f"{mount['mountPath']}/{item['path']}"
+        annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+        wiring.add((
+            secret_volume["secretName"], item["key"], env["RENDER_SERVICE_STREAM_STATE_SECRET_FILE"],
+            annotations["checksum/config"], annotations["checksum/stream-state"],
+            json.dumps([v for v in pod_spec(deployment)["volumes"] if v["name"] == "model"]),
+        ))
+    assert len(wiring) == 1, wiring
+
+
+def test_configmap_holds_every_model_and_parser_flag() -> None:
+    (config_map, *_) = of_kind(render(ci_values("pd")), "ConfigMap")
+    assert config_map["data"] == {
+        "RENDER_SERVICE_MODEL": "/models/Qwen3-8B",
+        "RENDER_SERVICE_SERVED_MODEL_NAME": "qwen3-8b Qwen/Qwen3-8B",
+        "RENDER_SERVICE_MAX_MODEL_LEN": "32768",
+        "RENDER_SERVICE_REASONING_PARSER": "qwen3",
+        "RENDER_SERVICE_TOOL_CALL_PARSER": "hermes",
+        "RENDER_SERVICE_ENABLE_AUTO_TOOL_CHOICE": "true",
+        "RENDER_SERVICE_DEFAULT_CHAT_TEMPLATE_KWARGS": '{"enable_thinking":true}',
+        "RENDER_SERVICE_REASONING_EFFORT_MAP": '{"low":"minimal"}',
+        "RENDER_SERVICE_MAX_BODY_BYTES": "33554432",
+        "RENDER_SERVICE_RENDER_TIMEOUT": "30.5",
+    }
+
+
+def test_default_values_leave_the_embedded_model_and_its_parsers_alone() -> None:
+    (config_map,) = of_kind(render({}), "ConfigMap")
+    assert config_map["data"] == {}
+
+
+def test_the_cli_reads_the_configmap_as_its_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chart's env names are the CLI's: parse `serve` with the ConfigMap as environment."""
+    from render_service import cli
+
+    docs = render(ci_values("pd"))
+    (config_map, *_) = of_kind(docs, "ConfigMap")
+    (deployment,) = [d for d in of_kind(docs, "Deployment") if d["metadata"]["name"] == "rs-render-service"]
+    (container,) = render_service_containers(deployment)
+    for name in [n for n in os.environ if n.startswith("RENDER_SERVICE_")]:
+        monkeypatch.delenv(name)
+    for name, value in {**config_map["data"], **env_of(container)}.items():
+        monkeypatch.setenv(name, value)
+    args = cli.build_parser().parse_args(container["args"])
+    assert args.command == "serve"
+    assert args.model == "/models/Qwen3-8B"
+    assert (args.reasoning_parser, args.tool_call_parser) == ("qwen3", "hermes")
+    assert args.enable_auto_tool_choice is True
+    assert args.max_model_len == 32768
+    assert json.loads(args.default_chat_template_kwargs) == {"enable_thinking": True}
+    assert json.loads(args.reasoning_effort_map) == {"low": "minimal"}
+    assert (args.max_body_bytes, args.render_timeout) == (33554432, 30.5)
+    assert (args.host, args.port, args.workers, args.renderer_num_workers) == ("0.0.0.0", 8000, 2, 2)
+    assert args.stream_state_secret_file == "/etc/render-service/stream-state/key"
+
+
+# -- The stream-state Secret ----------------------------------------------------------------
+
+
+def test_generated_key_is_one_secret_long_enough_and_checksummed() -> None:
+    files = render_files({})
+    docs = manifests(files)
+    (secret,) = of_kind(docs, "Secret")
+    key = base64.b64decode(secret["data"]["stream-state-secret"]).decode()
+    assert len(key) >= 16 and key.isalnum()
+    digest = hashlib.sha256(files["render-service/templates/secret.yaml"].encode()).hexdigest()
+    config_digest = hashlib.sha256(files["render-service/templates/configmap.yaml"].encode()).hexdigest()
+    for deployment in of_kind(docs, "Deployment"):
+        annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["checksum/stream-state"] == digest
+        assert annotations["checksum/config"] == config_digest
+        assert volume(deployment, "stream-state")["secret"]["secretName"] == secret["metadata"]["name"]
+
+
+def test_without_a_cluster_each_render_generates_a_new_key() -> None:
+    """The documented trade-off: offline renders (helm template, Argo CD) cannot `lookup` the
+    live key, so they make a new one; existingSecret or streamState.secret avoid that."""
+    first, second = (of_kind(render({}), "Secret")[0]["data"] for _ in range(2))
+    assert first != second
+    pinned = {"streamState": {"secret": "0123456789abcdef-pinned"}}
+    assert of_kind(render(pinned), "Secret")[0]["data"] == of_kind(render(pinned), "Secret")[0]["data"]
+
+
+def test_existing_secret_is_referenced_not_created() -> None:
+    docs = render(ci_values("pd"))
+    assert of_kind(docs, "Secret") == []
+    for deployment in of_kind(docs, "Deployment"):
+        assert volume(deployment, "stream-state")["secret"]["secretName"] == "llm-stream-state"
+        annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["render-service/stream-state-secret"] == "llm-stream-state/key"
+
+
+def test_a_key_shorter_than_the_cli_accepts_is_refused() -> None:
+    with pytest.raises(helm_python.HelmError, match="at least 16 characters"):
+        render({"streamState": {"secret": "too-short"}})
+
+
+# -- Workload wiring ------------------------------------------------------------------------
+
+
+def test_hpa_pdb_and_service_target_the_render_pods() -> None:
+    docs = render({})
+    (deployment,) = of_kind(docs, "Deployment")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert "replicas" not in deployment["spec"]  # the HPA owns it
+    (hpa,) = of_kind(docs, "HorizontalPodAutoscaler")
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
+                                             "name": deployment["metadata"]["name"]}
+    assert hpa["spec"]["metrics"][0]["resource"]["name"] == "cpu"
+    (container,) = render_service_containers(deployment)
+    assert container["resources"]["requests"]["cpu"]  # utilization needs a request
+    (pdb,) = of_kind(docs, "PodDisruptionBudget")
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    (service,) = of_kind(docs, "Service")
+    assert service["spec"]["selector"].items() <= labels.items()
+    port_names = {p["name"] for p in container["ports"]}
+    assert {p["targetPort"] for p in service["spec"]["ports"]} <= port_names
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert (annotations["prometheus.io/scrape"], annotations["prometheus.io/path"]) == ("true", "/metrics")
+
+
+def test_fixed_replicas_when_autoscaling_is_off() -> None:
+    docs = render({"render": {"autoscaling": {"enabled": False}, "replicaCount": 3}})
+    assert of_kind(docs, "HorizontalPodAutoscaler") == []
+    assert of_kind(docs, "Deployment")[0]["spec"]["replicas"] == 3
+
+
+def test_every_render_service_container_is_probed_on_health(value_set: str, rendered: list[dict[str, Any]]) -> None:
+    for deployment in of_kind(rendered, "Deployment"):
+        for container in render_service_containers(deployment):
+            (port,) = container["ports"]
+            for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+                spec = container[probe]
+                if "httpGet" in spec:
+                    assert spec["httpGet"] == {"path": "/health", "port": port["name"]}
+                else:  # loopback-bound sidecar: the kubelet cannot reach it over the pod IP
+                    assert env_of(container)["RENDER_SERVICE_HOST"] == "127.0.0.1"
+                    command = spec["exec"]["command"]
+                    assert command[:2] == ["python", "-c"]
+                    assert f"http://127.0.0.1:{port['containerPort']}/health" in command[2]
+
+
+def test_sidecar_runs_next_to_the_engine_on_loopback() -> None:
+    docs = render(ci_values("sidecar"))
+    (deployment,) = of_kind(docs, "Deployment")
+    names = [c["name"] for c in pod_spec(deployment)["containers"]]
+    assert names == ["vllm", "render"]
+    (render_container,) = render_service_containers(deployment)
+    env = env_of(render_container)
+    assert (env["RENDER_SERVICE_HOST"], env["RENDER_SERVICE_PORT"]) == ("127.0.0.1", "8200")
+    ports = [p for c in pod_spec(deployment)["containers"] for p in c.get("ports", [])]
+    assert len({p["name"] for p in ports}) == len({p["containerPort"] for p in ports}) == len(ports)
+    with pytest.raises(helm_python.HelmError, match="collides"):
+        render({**ci_values("sidecar"), "sidecar": {**ci_values("sidecar")["sidecar"], "render": {"port": 8000}}})
+
+
+# -- Gateway --------------------------------------------------------------------------------
+
+
+def gateway_parts(docs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    (deployment,) = [d for d in of_kind(docs, "Deployment") if d["metadata"]["name"].endswith("-gateway")]
+    (config_map,) = [c for c in of_kind(docs, "ConfigMap") if c["metadata"]["name"].endswith("-gateway")]
+    return deployment, yaml.safe_load(config_map["data"]["gateway.yaml"])
+
+
+def test_pd_gateway_gets_both_pools_with_their_routing() -> None:
+    deployment, pools = gateway_parts(render(ci_values("pd")))
+    assert pools == {
+        "block_size": 16,
+        "prefill": {"routing": "prefix_aware", "urls": [
+            "http://vllm-prefill-0.vllm-prefill.llm.svc:8000", "http://vllm-prefill-1.vllm-prefill.llm.svc:8000"]},
+        "decode": {"routing": "least_outstanding", "urls": [
+            "http://vllm-decode-0.vllm-decode.llm.svc:8000", "http://vllm-decode-1.vllm-decode.llm.svc:8000"]},
+    }
+    (container,) = render_service_containers(deployment)
+    assert container["args"] == ["gateway", "--config", "/etc/render-service/gateway/gateway.yaml"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts["gateway-config"] == "/etc/render-service/gateway"
+
+
+def test_collocated_gateway() -> None:
+    values = {"gateway": {"enabled": True, "pools": {"engines": {"urls": ["http://e0:8000", "http://e1:8000"],
+                                                                "routing": "round_robin"}}}}
+    _, pools = gateway_parts(render(values))
+    assert pools == {"block_size": 16, "engines": {"routing": "round_robin", "urls": ["http://e0:8000", "http://e1:8000"]}}
+
+
+@pytest.mark.parametrize(("pools", "message"), [
+    ({"engines": {"urls": ["http://e"]}, "prefill": {"urls": ["http://p"]}}, "not both"),
+    ({}, "needs gateway.pools"),
+    ({"prefill": {"urls": ["http://p"]}}, "at least one URL each"),
+    ({"engines": {"urls": ["http://e"], "routing": "random"}}, "routing must be one of"),
+])
+def test_gateway_pool_mistakes_fail_the_render(pools: dict[str, Any], message: str) -> None:
+    with pytest.raises(helm_python.HelmError, match=message):
+        render({"gateway": {"enabled": True, "pools": pools}})
+
+
+# -- Inline chat template -------------------------------------------------------------------
+
+
+def test_inline_chat_template_is_mounted_from_the_same_configmap() -> None:
+    template = "{% for m in messages %}{{ m.content }}{% endfor %}"
+    docs = render({"chatTemplateContent": template})
+    (config_map,) = of_kind(docs, "ConfigMap")
+    # binaryData: envFrom reads only `data`, so the template never becomes an env variable.
+    assert base64.b64decode(config_map["binaryData"]["chat_template.jinja"]).decode() == template
+    (deployment,) = of_kind(docs, "Deployment")
+    (container,) = render_service_containers(deployment)
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert env_of(container)["RENDER_SERVICE_CHAT_TEMPLATE"] == f"{mounts['chat-template']}/chat_template.jinja"
+    assert volume(deployment, "chat-template")["configMap"]["name"] == config_map["metadata"]["name"]
+    with pytest.raises(helm_python.HelmError, match="not both"):
+        render({"chatTemplateContent": template, "config": {"chatTemplate": "/t.jinja"}})
