@@ -1,0 +1,98 @@
+"""Session-scoped pytest fixtures for real vLLM CPU engines.
+
+Import them into a conftest.py (they are plain fixtures, not a plugin):
+    from harness.fixtures import engine_fleet, pd_engines, tiny_model_dir, tokens_engine
+
+- `tiny_model_dir` -> Path of the cached tiny Qwen3 folder (built once).
+- `tokens_engine`  -> base URL of one collocated tokens-only engine (scripted logits loaded).
+- `pd_engines`     -> PDEngines(prefill_url, decode_url, decode_log): a NIXL prefill/decode pair.
+- `engine_fleet`   -> the session's EngineFleet, to start private engines (e.g. one a failure
+                      test kills) with fleet.launch(spec).wait_healthy(); stopped at session end.
+
+Engines start lazily, on the first test that needs one. That first request starts EVERY
+engine some selected test needs (tokens and/or P/D), so they boot in parallel; each fixture
+then waits only for its own engines. The fleet lives on the pytest config object, not in a
+module global, so it stays one per session even if this module is imported under two names
+(`harness.fixtures` and `tests.harness.fixtures`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from .engines import EngineFleet, EngineProcess, pd_specs, tokens_only_spec
+from .tiny_model import tiny_qwen3_dir
+
+_FLEET_ATTR = "_render_service_engine_fleet"
+TOKENS = "tokens_engine"
+PD = "pd_engines"
+
+
+class PDEngines(NamedTuple):
+    prefill_url: str
+    decode_url: str
+    decode_log: Path
+
+
+class _SessionEngines:
+    """The fleet plus which named engines are launched."""
+
+    def __init__(self) -> None:
+        self.fleet = EngineFleet()
+        self.by_kind: dict[str, list[EngineProcess]] = {}
+
+    def launch_needed(self, kinds: set[str], model_dir: Path) -> None:
+        for kind in sorted(kinds - self.by_kind.keys()):
+            specs = [tokens_only_spec(model_dir)] if kind == TOKENS else list(pd_specs(model_dir))
+            self.by_kind[kind] = self.fleet.launch_all(specs)
+
+    def healthy(self, kind: str) -> list[EngineProcess]:
+        engines = self.by_kind[kind]
+        for engine in engines:
+            engine.wait_healthy()
+        return engines
+
+
+def _session_engines(config: pytest.Config) -> _SessionEngines:
+    state = getattr(config, _FLEET_ATTR, None)
+    if state is None:
+        state = _SessionEngines()
+        setattr(config, _FLEET_ATTR, state)
+        config.add_cleanup(state.fleet.stop_all)
+    return state
+
+
+def _kinds_needed_by_session(session: pytest.Session) -> set[str]:
+    return {kind for item in session.items for kind in (TOKENS, PD)
+            if kind in getattr(item, "fixturenames", ())}  # fmt: skip
+
+
+def _engines_for(request: pytest.FixtureRequest, kind: str, model_dir: Path):
+    state = _session_engines(request.config)
+    state.launch_needed(_kinds_needed_by_session(request.session) | {kind}, model_dir)
+    return state.healthy(kind)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir() -> Path:
+    return tiny_qwen3_dir()
+
+
+@pytest.fixture(scope="session")
+def engine_fleet(request: pytest.FixtureRequest) -> EngineFleet:
+    return _session_engines(request.config).fleet
+
+
+@pytest.fixture(scope="session")
+def tokens_engine(request: pytest.FixtureRequest, tiny_model_dir: Path) -> str:
+    (engine,) = _engines_for(request, TOKENS, tiny_model_dir)
+    return engine.url
+
+
+@pytest.fixture(scope="session")
+def pd_engines(request: pytest.FixtureRequest, tiny_model_dir: Path) -> PDEngines:
+    prefill, decode = _engines_for(request, PD, tiny_model_dir)
+    return PDEngines(prefill.url, decode.url, decode.log_path)
