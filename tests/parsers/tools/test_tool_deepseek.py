@@ -1,0 +1,108 @@
+"""deepseek_v3 / deepseek_v31: split invariance on real DeepSeek tokens and differential tests
+against vLLM 0.33's DeepSeekV3ToolParser and DeepSeekV31ToolParser."""
+
+from __future__ import annotations
+
+import pytest
+from tool_parser_support import assert_matches_vllm, assert_split_invariant, deepseek
+
+from parsers.tools.deepseek_v3 import DeepSeekV3ToolParser
+from parsers.tools.deepseek_v31 import DeepSeekV31ToolParser
+
+BEGIN, END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
+CB, CE, SEP = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"
+
+
+def v3_call(name: str, args: str, kind: str = "function") -> str:
+    return f"{CB}{kind}{SEP}{name}\n```json\n{args}\n```{CE}"
+
+
+def v31_call(name: str, args: str) -> str:
+    return f"{CB}{name}{SEP}{args}{CE}"
+
+
+W = '{"city": "Paris", "unit": "c"}'
+S = '{"query": "上海 天气 🌤️", "filters": {"a": [1, {"b": null}]}}'
+
+
+def corpus(call) -> dict[str, str]:
+    return {
+        "plain_content": "Hello! How can I help? 😊",
+        "single_call": BEGIN + call("get_weather", W) + END,
+        "two_calls": BEGIN + call("get_weather", W) + "\n" + call("search", S) + END,
+        "content_before_call": "Let me look that up.\n\n" + BEGIN + call("get_weather", W) + END,
+        "cjk_emoji_args": BEGIN + call("search", S) + END,
+        "nested_json": BEGIN + call("search", '{"filters": {"x": {"y": [[], {}, "}"]}}}') + END,
+        "string_serialised_args": BEGIN + call("get_weather", '"{\\"city\\": \\"Rome\\"}"') + END,
+        "malformed_json": BEGIN + call("get_weather", '{"city": "Paris"') + END,
+        "truncated_at_eos": "Checking." + BEGIN + call("get_weather", W)[:-25],
+        "call_without_arguments": BEGIN + call("get_weather", "") + END,
+        "partial_marker_at_end": "Sure, calling <｜tool▁calls",
+        "text_after_block": BEGIN + call("get_weather", W) + END + "\nAnything else?",
+        "block_without_calls": "Hi" + BEGIN + "nothing here" + END + "bye",
+        "skipped_malformed_call_then_call": BEGIN + CB + "garbage\n" + call("get_weather", W) + END,
+        "unclosed_block": BEGIN + call("get_weather", W),
+        "multiline_pretty_args": BEGIN + call("search", '{\n  "query": "x",\n  "filters": {}\n}') + END,
+    }
+
+
+V3_CORPUS = {
+    **corpus(v3_call),
+    "bad_type": BEGIN + v3_call("get_weather", W, kind="tool") + END,
+    "sep_in_type_line": BEGIN + f"{CB}fun{SEP}function{SEP}get_weather\n```json\n{W}\n```{CE}" + END,
+}
+V31_CORPUS = {
+    **corpus(v31_call),
+    "newline_in_name": BEGIN + f"{CB}get\nweather{SEP}{W}{CE}" + v31_call("search", S) + END,
+    "call_after_block_end": BEGIN + v31_call("get_weather", W) + END + "x" + v31_call("search", S),
+}
+
+# vLLM's stream differs from its own batch here; ours follows vLLM's batch.
+_COMMON_LOSSES = {
+    "two_calls",  # stream: the "\n" between calls becomes content; batch: dropped
+    "truncated_at_eos",  # stream: a call with partial arguments; batch: no call
+    "block_without_calls",  # stream: drops "bye"; batch keeps... (V3) / differs (V3.1)
+    "skipped_malformed_call_then_call",  # stream: a garbage call; batch: skips it
+}
+V3_STREAM_LOSSES = frozenset(_COMMON_LOSSES | {"bad_type", "sep_in_type_line"})
+V31_STREAM_LOSSES = frozenset(_COMMON_LOSSES | {"call_after_block_end", "text_after_block"})
+
+
+@pytest.mark.parametrize("case", sorted(V3_CORPUS))
+def test_deepseek_v3_split_invariant(case: str) -> None:
+    """Streaming any split of a real DeepSeek token sequence yields exactly the batch result."""
+    text = V3_CORPUS[case]
+    assert_split_invariant(DeepSeekV3ToolParser(deepseek().vocab, []), text, deepseek().chunks(text))
+
+
+@pytest.mark.parametrize("case", sorted(V31_CORPUS))
+def test_deepseek_v31_split_invariant(case: str) -> None:
+    """Same for the V3.1 call shape."""
+    text = V31_CORPUS[case]
+    assert_split_invariant(DeepSeekV31ToolParser(deepseek().vocab, []), text, deepseek().chunks(text))
+
+
+@pytest.mark.vllm
+def test_deepseek_v3_matches_vllm(vllm_oracle) -> None:
+    """Batch == vLLM 0.33 batch; stream == vLLM's stream where vLLM's is lossless."""
+    assert_matches_vllm(
+        vllm_oracle, "deepseek_v3", DeepSeekV3ToolParser(deepseek().vocab, []), deepseek(),
+        V3_CORPUS, stream_losses=V3_STREAM_LOSSES,
+    )
+
+
+@pytest.mark.vllm
+def test_deepseek_v31_matches_vllm(vllm_oracle) -> None:
+    """Batch == vLLM 0.33 batch; stream == vLLM's stream where vLLM's is lossless."""
+    assert_matches_vllm(
+        vllm_oracle, "deepseek_v31", DeepSeekV31ToolParser(deepseek().vocab, []), deepseek(),
+        V31_CORPUS, stream_losses=V31_STREAM_LOSSES,
+    )
+
+
+def test_deepseek_v3_divergence_later_bad_type() -> None:
+    """Named divergence: a bad-type call after an emitted call is content; the first stays."""
+    text = BEGIN + v3_call("get_weather", W) + v3_call("search", S, kind="tool") + END
+    result = DeepSeekV3ToolParser(deepseek().vocab, []).parse(text, "r")
+    assert [c.name for c in result.tool_calls] == ["get_weather"]
+    assert result.content == v3_call("search", S, kind="tool")
