@@ -1,4 +1,4 @@
-"""`render-service serve [MODEL]`: flags -> ServiceConfig -> servers.
+"""`render-service serve [MODEL]` and `render-service gateway`: flags -> ServiceConfig -> servers.
 
 Flag names follow `vllm launch render`. Every flag can also come from the environment as
 RENDER_SERVICE_<FLAG> (e.g. RENDER_SERVICE_WORKERS=4); a flag on the command line wins.
@@ -96,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="serve /render, /derender, /tokenize, ... (a drop-in for `vllm launch render`)")
     _add_model_flags(serve)
     _add_server_flags(serve)
+    from render_service.gateway.cli import add_gateway_parser
+
+    add_gateway_parser(sub, _add_model_flags, _add_server_flags)
     return parser
 
 
@@ -212,7 +215,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = _with_process_secret(config_from_args(args))
-        serve(config, args.log_level)
+        if args.command == "gateway":
+            from render_service.gateway.cli import run_gateway
+
+            run_gateway(config, args)
+        else:
+            serve(config, args.log_level)
     except ConfigError as exc:
         print(f"render-service: error: {exc.message}", file=sys.stderr)
         return 2

@@ -17,6 +17,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from render_service.gateway.config import GatewayConfig
+
 from ._tools import (
     CHART,
     VALUE_SETS,
@@ -312,11 +314,13 @@ def test_pd_gateway_gets_both_pools_with_their_routing() -> None:
     deployment, pools = gateway_parts(render(ci_values("pd")))
     assert pools == {
         "block_size": 16,
-        "prefill": {"routing": "prefix_aware", "urls": [
-            "http://vllm-prefill-0.vllm-prefill.llm.svc:8000", "http://vllm-prefill-1.vllm-prefill.llm.svc:8000"]},
-        "decode": {"routing": "least_outstanding", "urls": [
-            "http://vllm-decode-0.vllm-decode.llm.svc:8000", "http://vllm-decode-1.vllm-decode.llm.svc:8000"]},
+        "prefill": ["http://vllm-prefill-0.vllm-prefill.llm.svc:8000", "http://vllm-prefill-1.vllm-prefill.llm.svc:8000"],
+        "prefill_routing": "prefix_aware",
+        "decode": ["http://vllm-decode-0.vllm-decode.llm.svc:8000", "http://vllm-decode-1.vllm-decode.llm.svc:8000"],
+        "decode_routing": "least_outstanding",
     }
+    gateway = GatewayConfig.from_mapping(pools)  # the gateway itself accepts the rendered file
+    assert len(gateway.prefill) == 2 and len(gateway.decode) == 2
     (container,) = render_service_containers(deployment)
     assert container["args"] == ["gateway", "--config", "/etc/render-service/gateway/gateway.yaml"]
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
@@ -327,7 +331,8 @@ def test_collocated_gateway() -> None:
     values = {"gateway": {"enabled": True, "pools": {"engines": {"urls": ["http://e0:8000", "http://e1:8000"],
                                                                 "routing": "round_robin"}}}}
     _, pools = gateway_parts(render(values))
-    assert pools == {"block_size": 16, "engines": {"routing": "round_robin", "urls": ["http://e0:8000", "http://e1:8000"]}}
+    assert pools == {"block_size": 16, "engines": ["http://e0:8000", "http://e1:8000"], "routing": "round_robin"}
+    assert len(GatewayConfig.from_mapping(pools).engines) == 2
 
 
 @pytest.mark.parametrize(("pools", "message"), [

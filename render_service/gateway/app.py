@@ -1,0 +1,129 @@
+"""HTTP adapter of the gateway: the OpenAI routes `vllm serve` has, over `Gateway.handle`.
+
+    POST /v1/chat/completions, /v1/completions   JSON, or SSE with "stream": true
+    GET  /v1/models, /health (503 when no decode/collocated engine is healthy), /metrics,
+         /version, /ping
+
+Client hang-ups cancel the work (asgi.until_disconnect / SSEResponse), which aborts the
+engine requests. Errors go through the service's one mapping (http_errors).
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from starlette.responses import Response
+
+from render_service import __version__
+from render_service.config import ServiceConfig
+from render_service.errors import BadRequestError
+from render_service.gateway.asgi import ClientDisconnected, SSEResponse, until_disconnect
+from render_service.gateway.codec import Codec, InProcessCodec
+from render_service.gateway.config import GatewayConfig
+from render_service.gateway.gateway import ClientFactory, Gateway, StreamResult
+from render_service.http_errors import install_error_handlers
+from render_service.metrics import CONTENT_TYPE_LATEST, render_metrics_text
+from render_service.middleware import ServiceMiddleware
+
+__all__ = ["create_gateway_app"]
+
+_POST_ROUTES = ("/v1/chat/completions", "/v1/completions")
+_GET_ROUTES = ("/v1/models", "/health", "/ping", "/version", "/metrics")
+# nginx-style "client closed request"; nobody reads it, the access log does.
+_CLIENT_GONE = 499
+VLLM_API_VERSION = "0.33.0"
+
+
+async def _read_json_object(request: Request) -> dict[str, Any]:
+    """The body as a JSON object; vLLM's content-type and shape checks (both 400)."""
+    content_type = request.headers.get("content-type", "")
+    if content_type.split(";")[0].strip().lower() != "application/json":
+        raise BadRequestError("Unsupported Media Type: Only 'application/json' is allowed")
+    try:
+        body = orjson.loads(await request.body())
+    except orjson.JSONDecodeError as exc:
+        raise BadRequestError(f"JSON decode error: {exc}") from exc
+    if not isinstance(body, dict):
+        raise BadRequestError("The request body must be a JSON object.")
+    return body
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS), status,
+                    media_type="application/json")
+
+
+def _add_generation_routes(app: FastAPI, gateway: Gateway) -> None:
+    async def serve(endpoint: str, request: Request) -> Any:
+        body = await _read_json_object(request)
+        try:
+            result = await until_disconnect(
+                request.receive, gateway.handle(endpoint, body, request.headers.get("x-request-id")))
+        except ClientDisconnected:
+            return Response(status_code=_CLIENT_GONE)
+        if isinstance(result, StreamResult):
+            return SSEResponse(result.body, on_close=result.close)
+        return _json(result)
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> Any:
+        return await serve("chat", request)
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Any:
+        return await serve("completion", request)
+
+
+def _add_info_routes(app: FastAPI, gateway: Gateway) -> None:
+    @app.get("/v1/models")
+    async def models() -> Response:
+        return _json(gateway.codec.models())
+
+    @app.get("/health")
+    async def health() -> Response:
+        return Response(status_code=200 if gateway.healthy() else 503)
+
+    @app.get("/ping")
+    async def ping() -> Response:
+        return Response(status_code=200 if gateway.healthy() else 503)
+
+    @app.get("/version")
+    async def version() -> Response:
+        return _json({"version": __version__, "vllm_api_version": VLLM_API_VERSION})
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(render_metrics_text(), media_type=CONTENT_TYPE_LATEST)
+
+
+def create_gateway_app(config: ServiceConfig, gateway_config: GatewayConfig, *,
+                       codec: Codec | None = None,
+                       client_factory: ClientFactory | None = None) -> FastAPI:
+    """The gateway app. `codec`/`client_factory` replace render/derender and the engines in tests."""
+    gateway = Gateway(gateway_config, codec or InProcessCodec(config), client_factory=client_factory)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):  # type: ignore[no-untyped-def]
+        await gateway.start()
+        try:
+            yield
+        finally:
+            await gateway.stop()
+
+    app = FastAPI(title="render-service gateway", version=__version__, lifespan=lifespan)
+    app.state.gateway = gateway
+    install_error_handlers(app)
+    _add_generation_routes(app, gateway)
+    _add_info_routes(app, gateway)
+    app.add_middleware(
+        ServiceMiddleware,
+        api_key=config.api_key,
+        max_body_bytes=config.limits.max_body_bytes,
+        max_concurrent=config.limits.max_concurrent_requests,
+        known_paths=frozenset(_POST_ROUTES + _GET_ROUTES),
+        echo_request_id=config.enable_request_id_headers,
+    )
+    return app

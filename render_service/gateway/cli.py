@@ -1,0 +1,108 @@
+"""`render-service gateway`: the model/server flags of `serve`, plus engines and routing.
+
+    render-service gateway --engine http://10.0.0.1:8000 http://10.0.0.2:8000
+    render-service gateway --prefill http://p:8000 --decode http://d1:8000 http://d2:8000
+    render-service gateway --config gateway.yaml [--routing least_outstanding ...]
+
+Flags given on the command line override the --config file; the file overrides defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from render_service.config import ServiceConfig
+from render_service.gateway.config import ROUTING_POLICIES, GatewayConfig, load_config_file
+
+__all__ = ["add_gateway_parser", "run_gateway", "gateway_config_from_args"]
+
+log = logging.getLogger("render_service.gateway")
+
+AddFlags = Callable[[argparse.ArgumentParser], None]
+
+# flag dest -> (section, key) in the config file's nested mappings
+_NESTED = {
+    "health_interval": ("health", "interval_s"),
+    "health_timeout": ("health", "timeout_s"),
+    "health_failure_threshold": ("health", "failure_threshold"),
+    "connect_timeout": ("timeouts", "connect_s"),
+    "prefill_timeout": ("timeouts", "prefill_s"),
+    "first_token_timeout": ("timeouts", "first_token_s"),
+    "inter_token_timeout": ("timeouts", "inter_token_s"),
+    "request_timeout": ("timeouts", "request_s"),
+}
+_FLAT = ("routing", "prefill_routing", "decode_routing", "block_size", "prefix_cache_blocks",
+         "max_retries", "max_concurrent_streams")
+
+
+def add_gateway_parser(subparsers: Any, add_model_flags: AddFlags, add_server_flags: AddFlags
+                       ) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "gateway", help="serve /v1/chat/completions and /v1/completions in front of "
+                        "`vllm serve --tokens-only` engines (collocated or prefill/decode)")
+    add_model_flags(p)
+    add_server_flags(p)
+    g = p.add_argument_group("gateway")
+    g.add_argument("--config", dest="gateway_config", metavar="FILE",
+                   help="YAML or JSON gateway config (engines, routing, health, timeouts)")
+    for flag, help_text in (("--engine", "collocated engine base URL(s)"),
+                            ("--prefill", "prefill (kv_producer) engine URL(s)"),
+                            ("--decode", "decode (kv_consumer) engine URL(s)")):
+        g.add_argument(flag, nargs="+", action="extend", default=None, metavar="URL", help=help_text)
+    for flag in ("--routing", "--prefill-routing", "--decode-routing"):
+        g.add_argument(flag, choices=ROUTING_POLICIES, default=None)
+    g.add_argument("--block-size", type=int, default=None,
+                   help="prefix-aware routing block size; match the engines' --block-size (16)")
+    g.add_argument("--prefix-cache-blocks", type=int, default=None,
+                   help="block hashes remembered per engine (LRU)")
+    g.add_argument("--health-interval", type=float, default=None, help="seconds between polls")
+    g.add_argument("--health-timeout", type=float, default=None)
+    g.add_argument("--health-failure-threshold", type=int, default=None)
+    g.add_argument("--connect-timeout", type=float, default=None)
+    g.add_argument("--prefill-timeout", type=float, default=None)
+    g.add_argument("--first-token-timeout", type=float, default=None)
+    g.add_argument("--inter-token-timeout", type=float, default=None)
+    g.add_argument("--request-timeout", type=float, default=None,
+                   help="bound on a whole non-streaming decode")
+    g.add_argument("--max-retries", type=int, default=None,
+                   help="extra tries of a prefill, or of a decode before its first token")
+    g.add_argument("--max-concurrent-streams", type=int, default=None,
+                   help="generation requests in flight before 503")
+    return p
+
+
+def gateway_config_from_args(args: argparse.Namespace) -> GatewayConfig:
+    data = load_config_file(args.gateway_config) if args.gateway_config else {}
+    for key in ("engine", "prefill", "decode"):
+        urls = getattr(args, key, None)
+        if urls:
+            data["engines" if key == "engine" else key] = [u.rstrip("/") for u in urls]
+    for key in _FLAT:
+        value = getattr(args, key, None)
+        if value is not None:
+            data[key] = value
+    nested: dict[str, dict[str, Any]] = {
+        "health": dict(data.get("health") or {}), "timeouts": dict(data.get("timeouts") or {})}
+    for dest, (section, key) in _NESTED.items():
+        value = getattr(args, dest, None)
+        if value is not None:
+            nested[section][key] = value
+    data.update(nested)
+    return GatewayConfig.from_mapping(data)
+
+
+def run_gateway(config: ServiceConfig, args: argparse.Namespace) -> None:
+    """Build the gateway app and serve it (one process: health and prefix state are per process)."""
+    import uvicorn
+
+    from render_service.gateway.app import create_gateway_app
+
+    gateway_config = gateway_config_from_args(args)
+    if config.workers != 1:
+        log.warning("the gateway runs one process (routing state is per process); ignoring --workers")
+    app = create_gateway_app(config, gateway_config)
+    uvicorn.run(app, host=config.host, port=config.port, log_level=args.log_level)
+

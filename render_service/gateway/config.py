@@ -1,0 +1,169 @@
+"""GatewayConfig: which engines, how to route to them, how long to wait, how much to hold.
+
+Built once from flags and/or a YAML/JSON file (flags win), frozen, passed explicitly. The
+render/derender settings (model, parsers, limits) stay in `ServiceConfig`; this object holds
+only what the gateway adds.
+
+File shape (every key optional; URLs are the engines' base URLs):
+
+    engines: [http://10.0.0.1:8000]           # collocated pool, or:
+    prefill: [http://10.0.0.2:8000]           # P/D pools (xPyD)
+    decode:  [http://10.0.0.3:8000, ...]
+    routing: prefix_aware                     # default for every pool
+    prefill_routing: prefix_aware
+    decode_routing: least_outstanding
+    block_size: 16                            # vLLM's --block-size
+    prefix_cache_blocks: 65536                # remembered blocks per engine
+    health: {interval_s: 2, timeout_s: 1, failure_threshold: 2}
+    timeouts: {connect_s: 2, prefill_s: 60, first_token_s: 60, inter_token_s: 30, request_s: 600}
+    max_retries: 2
+    max_concurrent_streams: 512
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from render_service.errors import ConfigError
+
+__all__ = [
+    "GatewayConfig",
+    "HealthSettings",
+    "Timeouts",
+    "ROUTING_POLICIES",
+    "load_config_file",
+]
+
+ROUTING_POLICIES = ("round_robin", "least_outstanding", "prefix_aware")
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Per-phase bounds, in seconds (see README "Gateway" for what each covers)."""
+
+    connect_s: float = 2.0  # TCP connect to an engine
+    prefill_s: float = 60.0  # whole prefill leg (max_tokens=1, non-streaming)
+    first_token_s: float = 60.0  # decode request sent -> first engine event
+    inter_token_s: float = 30.0  # between two engine events of one stream
+    request_s: float = 600.0  # a whole non-streaming decode
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if getattr(self, f.name) <= 0:
+                raise ConfigError(f"timeouts.{f.name} must be > 0")
+
+
+@dataclass(frozen=True, slots=True)
+class HealthSettings:
+    interval_s: float = 2.0  # GET /health period per engine
+    timeout_s: float = 1.0
+    failure_threshold: int = 2  # consecutive failures before an engine leaves the pool
+
+    def __post_init__(self) -> None:
+        if self.interval_s <= 0 or self.timeout_s <= 0:
+            raise ConfigError("health interval and timeout must be > 0")
+        if self.failure_threshold < 1:
+            raise ConfigError("health failure_threshold must be >= 1")
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    engines: tuple[str, ...] = ()
+    prefill: tuple[str, ...] = ()
+    decode: tuple[str, ...] = ()
+    routing: str = "prefix_aware"
+    prefill_routing: str | None = None  # None: `routing`
+    decode_routing: str | None = None  # None: least_outstanding (KV arrives by NIXL anyway)
+    block_size: int = 16
+    prefix_cache_blocks: int = 65536
+    health: HealthSettings = field(default_factory=HealthSettings)
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    max_retries: int = 2
+    max_concurrent_streams: int = 512
+
+    def __post_init__(self) -> None:
+        if self.engines and (self.prefill or self.decode):
+            raise ConfigError("give either --engine (collocated) or --prefill/--decode (P/D), not both")
+        if not self.engines and not (self.prefill and self.decode):
+            raise ConfigError("the gateway needs --engine URL..., or both --prefill URL... and --decode URL...")
+        for name in ("routing", "prefill_routing", "decode_routing"):
+            value = getattr(self, name)
+            if value is not None and value not in ROUTING_POLICIES:
+                raise ConfigError(f"--{name.replace('_', '-')} {value!r}: choose from {', '.join(ROUTING_POLICIES)}")
+        if self.block_size < 1 or self.prefix_cache_blocks < 1:
+            raise ConfigError("--block-size and prefix_cache_blocks must be >= 1")
+        if self.max_retries < 0:
+            raise ConfigError("--max-retries must be >= 0")
+        if self.max_concurrent_streams < 1:
+            raise ConfigError("--max-concurrent-streams must be >= 1")
+        for url in (*self.engines, *self.prefill, *self.decode):
+            if not url.startswith(("http://", "https://")):
+                raise ConfigError(f"engine URL {url!r} must start with http:// or https://")
+
+    @property
+    def disaggregated(self) -> bool:
+        return bool(self.prefill)
+
+    def policy_for(self, pool: str) -> str:
+        if pool == "prefill":
+            return self.prefill_routing or self.routing
+        if pool == "decode":
+            return self.decode_routing or "least_outstanding"
+        return self.routing
+
+    def replace(self, **changes: Any) -> GatewayConfig:
+        return replace(self, **changes)
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any]) -> GatewayConfig:
+        """Build from a file-shaped dict; unknown keys are an error (typos must not pass)."""
+        data = dict(data)
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ConfigError(f"gateway config: unknown keys {sorted(unknown)}")
+        for key in ("engines", "prefill", "decode"):
+            if key in data:
+                data[key] = _url_tuple(key, data[key])
+        try:
+            if "health" in data:
+                data["health"] = HealthSettings(**data["health"])
+            if "timeouts" in data:
+                data["timeouts"] = Timeouts(**data["timeouts"])
+            return cls(**data)
+        except TypeError as exc:
+            raise ConfigError(f"gateway config: {exc}") from exc
+
+
+def _url_tuple(key: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"gateway config: {key} must be a list of URLs")
+    return tuple(v.rstrip("/") for v in value)
+
+
+def load_config_file(path: str) -> dict[str, Any]:
+    """Read a YAML (.yaml/.yml) or JSON gateway config file into a dict."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--config {path}: {exc}") from exc
+    if path.endswith((".yaml", ".yml")):
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--config {path}: invalid YAML ({exc})") from exc
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--config {path}: invalid JSON ({exc.msg})") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"--config {path}: expected a mapping at the top level")
+    return data

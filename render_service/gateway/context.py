@@ -1,0 +1,120 @@
+"""The request context the stages work on, and the per-prompt `Leg`.
+
+A chat request has one leg; a completion with k prompts has k legs (vLLM renders one
+GenerateRequest per prompt). A leg carries the rendered request, the body each engine gets,
+the KV handoff from prefill to decode, and which engine requests may still be running (so a
+failure or a hang-up can abort exactly those).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from render_service.gateway.pool import Engine
+
+__all__ = ["Leg", "RequestContext", "engine_body", "prefill_body", "KV_PREFILL_PARAMS"]
+
+# What the prefill leg asks the NIXL connector for (as vLLM's toy proxy sends it).
+KV_PREFILL_PARAMS: dict[str, Any] = {
+    "do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
+    "remote_block_ids": None, "remote_host": None, "remote_port": None,
+}
+# Sampling keys a tokens-only engine must not get: stop strings are checked here (the engine
+# has no detokenizer and answers 400), and the text-buffer length only serves them.
+_GATEWAY_ONLY_SAMPLING_KEYS = ("stop", "output_text_buffer_length")
+# Render always decides max_tokens, but SamplingParams JSON omits a value equal to the
+# dataclass default, so max_tokens=16 is *absent* from the rendered dict; and generate reads
+# an absent max_tokens as "not sent" and lets the request run to max_model_len. So the gateway
+# writes the omitted default back.
+_SAMPLING_DEFAULT_MAX_TOKENS = 16
+
+
+@dataclass
+class Leg:
+    prompt_index: int
+    rendered: dict[str, Any]
+    kv_transfer_params: dict[str, Any] | None = None
+    prefill_engine: Engine | None = None
+    prefill_request_id: str | None = None
+    decode_engine: Engine | None = None
+    attempts: int = 0  # decode attempts so far (each gets its own engine request id)
+    prefill_done_at: float | None = None
+    # Why the decode request is aborted if its stream is closed before the engine finished;
+    # responders set "stop_string", errors set their own; else the client went away.
+    close_reason: str = "client_gone"
+
+    @property
+    def request_id(self) -> str:
+        return str(self.rendered["request_id"])
+
+    @property
+    def token_ids(self) -> list[int]:
+        return self.rendered["token_ids"]
+
+    @property
+    def n(self) -> int:
+        return int(self.rendered.get("sampling_params", {}).get("n", 1) or 1)
+
+    def attempt_request_id(self) -> str:
+        """A fresh id per decode attempt, so aborting a failed try never hits its retry."""
+        return self.request_id if self.attempts == 0 else f"{self.request_id}-retry{self.attempts}"
+
+
+@dataclass
+class RequestContext:
+    endpoint: str  # "chat" | "completion"
+    body: dict[str, Any]
+    request_id_header: str | None = None
+    received_at: float = field(default_factory=time.perf_counter)
+    created: int = field(default_factory=lambda: int(time.time()))
+    legs: list[Leg] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def stream(self) -> bool:
+        return bool(self.body.get("stream"))
+
+    @property
+    def stop_strings(self) -> list[str]:
+        stop = self.body.get("stop")
+        if isinstance(stop, str):
+            return [stop] if stop else []
+        return [s for s in stop or [] if s]
+
+    @property
+    def include_usage(self) -> bool:
+        options = self.body.get("stream_options") or {}
+        return bool(options.get("include_usage"))
+
+    def add_phase(self, phase: str, seconds: float) -> None:
+        self.phases[phase] = self.phases.get(phase, 0.0) + seconds
+
+    def response_id(self) -> str:
+        """`chatcmpl-<id>` / `cmpl-<id>`: what vLLM serve calls the request."""
+        rid = self.legs[0].request_id
+        if self.endpoint == "completion" and len(self.legs) > 1:
+            rid = rid.rsplit("-", 1)[0]  # render names prompt i "cmpl-<id>-<i>"
+        return rid
+
+
+def engine_body(leg: Leg, *, stream: bool, request_id: str) -> dict[str, Any]:
+    """The decode (or collocated) engine's GenerateRequest."""
+    body = dict(leg.rendered)
+    sampling = {k: v for k, v in body.get("sampling_params", {}).items()
+                if k not in _GATEWAY_ONLY_SAMPLING_KEYS}
+    sampling.setdefault("max_tokens", _SAMPLING_DEFAULT_MAX_TOKENS)
+    body.update(request_id=request_id, sampling_params=sampling, stream=stream,
+                stream_options=None, model=None, kv_transfer_params=leg.kv_transfer_params)
+    return body
+
+
+def prefill_body(leg: Leg) -> dict[str, Any]:
+    """The prefill leg: one token, non-streaming, KV kept for a remote decoder."""
+    body = engine_body(leg, stream=False, request_id=leg.request_id)
+    sampling = dict(body["sampling_params"])
+    sampling.pop("min_tokens", None)  # vLLM's proxy: "not supported for P"
+    sampling.update(max_tokens=1, n=1)
+    body.update(sampling_params=sampling, kv_transfer_params=dict(KV_PREFILL_PARAMS))
+    return body
