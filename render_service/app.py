@@ -2,7 +2,8 @@
 
 Each route reads the JSON body, hands it to the sync core on the renderer thread pool
 (`--renderer-num-workers` threads, like vLLM's renderer pool) and serialises the result with
-orjson. No request logic lives here.
+orjson. No request logic lives here beyond two O(1) bounds on untrusted chat bodies
+(--max-messages, --max-tools) checked before a body takes a render thread.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from starlette.responses import Response
 
 from render_service import __version__
 from render_service.api import Renderer
-from render_service.config import ServiceConfig
+from render_service.config import Limits, ServiceConfig
 from render_service.derender_api import Derenderer
 from render_service.errors import BadRequestError
 from render_service.http_errors import install_error_handlers
 from render_service.metrics import CONTENT_TYPE_LATEST, METRICS, render_metrics_text
 from render_service.middleware import ServiceMiddleware
+from render_service.model import ModelBundle
+from render_service.openapi import install_openapi
 
 __all__ = ["create_app", "app_from_env", "CONFIG_ENV"]
 
@@ -49,9 +52,9 @@ _GET_ROUTES = ("/v1/models", "/health", "/ping", "/version", "/load", "/metrics"
 class Service:
     """What the routes need: the core objects and the pool they run on."""
 
-    def __init__(self, config: ServiceConfig) -> None:
+    def __init__(self, config: ServiceConfig, bundle: ModelBundle | None = None) -> None:
         self.config = config
-        self.renderer = Renderer(config)
+        self.renderer = Renderer(config, bundle=bundle)
         self.derenderer = Derenderer(config, self.renderer)
         self.pool = ThreadPoolExecutor(
             max_workers=config.renderer_num_workers, thread_name_prefix="renderer"
@@ -80,16 +83,37 @@ async def _read_json_object(request: Request) -> dict[str, Any]:
     return body
 
 
+def _check_counts(request: Any, limits: Limits) -> None:
+    """--max-messages / --max-tools on an untrusted chat request, before it reaches the pool.
+
+    Both are O(1) here; inside the core, templating cost grows with them (a 50k-message body
+    fits the default body limit and would hold a render thread for a long time).
+    """
+    if not isinstance(request, dict):
+        return
+    for field, limit, flag in (
+        ("messages", limits.max_messages, "--max-messages"),
+        ("tools", limits.max_tools, "--max-tools"),
+    ):
+        items = request.get(field)
+        if isinstance(items, list) and len(items) > limit:
+            raise BadRequestError(
+                f"The request has {len(items)} {field}; the limit is {limit} ({flag}).", param=field
+            )
+
+
 def _request_id_header(request: Request) -> str | None:
     return request.headers.get("x-request-id")
 
 
 def _add_core_routes(app: FastAPI, service: Service) -> None:
     renderer, derenderer = service.renderer, service.derenderer
+    limits = service.config.limits
 
     @app.post("/v1/chat/completions/render")
     async def render_chat(request: Request) -> Response:
         body = await _read_json_object(request)
+        _check_counts(body, limits)
         result = await service.run(renderer.render_chat, body, request_id_header=_request_id_header(request))
         METRICS.tokens_rendered.inc(len(result["token_ids"]))
         return _json(result)
@@ -104,6 +128,7 @@ def _add_core_routes(app: FastAPI, service: Service) -> None:
     @app.post("/v1/chat/completions/derender")
     async def derender_chat(request: Request) -> Response:
         body = await _read_json_object(request)
+        _check_counts(body.get("chat_request"), limits)
         return _json(await service.run(derenderer.derender_chat, body))
 
     @app.post("/v1/completions/derender")
@@ -114,6 +139,7 @@ def _add_core_routes(app: FastAPI, service: Service) -> None:
     @app.post("/tokenize")
     async def tokenize(request: Request) -> Response:
         body = await _read_json_object(request)
+        _check_counts(body, limits)
         return _json(await service.run(renderer.tokenize, body))
 
     @app.post("/detokenize")
@@ -148,9 +174,14 @@ def _add_info_routes(app: FastAPI, service: Service) -> None:
         return Response(render_metrics_text(), media_type=CONTENT_TYPE_LATEST)
 
 
-def create_app(config: ServiceConfig) -> FastAPI:
-    """Build the render/derender app for one worker process."""
-    service = Service(config)
+def create_app(config: ServiceConfig, *, bundle: ModelBundle | None = None) -> FastAPI:
+    """Build the render/derender app for one worker process.
+
+    `bundle`: an already loaded model for `config` (loaded here otherwise). It must come from a
+    config that differs from `config` only in serving options (limits, API key, secret, trust
+    flags): the bundle carries the template, max_model_len and the configuration fingerprint.
+    """
+    service = Service(config, bundle)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):  # type: ignore[no-untyped-def]
@@ -162,6 +193,11 @@ def create_app(config: ServiceConfig) -> FastAPI:
     install_error_handlers(app)
     _add_core_routes(app, service)
     _add_info_routes(app, service)
+    install_openapi(
+        app,
+        api_key_required=bool(config.api_key),
+        served_model_names=tuple(service.renderer.served_model_names),
+    )
     app.add_middleware(
         ServiceMiddleware,
         api_key=config.api_key,

@@ -97,7 +97,10 @@ class ServiceMiddleware:
             METRICS.rejected.labels("body_too_large").inc()
             await _send_json(send, 413, _too_large_body(self.max_body_bytes))
             return
-        if self.in_flight >= self.max_concurrent and path not in OPEN_PATHS:
+        if path in OPEN_PATHS:  # probes neither take a slot nor get refused when saturated
+            await self.app(scope, self._bounded_receive(receive), send)
+            return
+        if self.in_flight >= self.max_concurrent:
             METRICS.rejected.labels("saturated").inc()
             body = error_body(
                 f"Server is saturated ({self.max_concurrent} requests in flight); retry later.",

@@ -85,6 +85,8 @@ class StreamStateCodec:
                 '({"rs": ...}); states from other servers are not accepted'
             )
         token = wire["rs"]
+        if not token.isascii():  # our tokens are base64url; also keeps compare_digest on str safe
+            raise StreamStateError("invalid stream_state: not base64url")
         if len(token) > self.max_bytes:
             raise StreamStateError(f"invalid stream_state: larger than {self.max_bytes} bytes")
         return token
