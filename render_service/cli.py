@@ -86,6 +86,10 @@ def _add_server_flags(p: argparse.ArgumentParser) -> None:
                    default=float(_env_default("render_timeout", limits.render_timeout_s)))
     p.add_argument("--max-tool-call-chars", type=int,
                    default=int(_env_default("max_tool_call_chars", limits.max_tool_call_chars)))
+    p.add_argument("--max-template-output-chars", type=int,
+                   default=int(_env_default("max_template_output_chars", limits.max_template_output_chars)))
+    p.add_argument("--max-stream-state-bytes", type=int,
+                   default=int(_env_default("max_stream_state_bytes", limits.max_stream_state_bytes)))
     p.add_argument("--max-concurrent-requests", type=int,
                    default=int(_env_default("max_concurrent_requests", limits.max_concurrent_requests)))
 
@@ -150,6 +154,8 @@ def config_from_args(args: argparse.Namespace) -> ServiceConfig:
         max_tools=args.max_tools,
         render_timeout_s=args.render_timeout,
         max_tool_call_chars=args.max_tool_call_chars,
+        max_template_output_chars=args.max_template_output_chars,
+        max_stream_state_bytes=args.max_stream_state_bytes,
         max_concurrent_requests=args.max_concurrent_requests,
     )
     served = args.served_model_name or (_env_default("served_model_name") or "").split() or ()
