@@ -1,0 +1,286 @@
+"""Chat request -> prompt token ids, following vLLM 0.33's OnlineRenderer.render_chat.
+
+Steps (each a small function below): tool-choice gate, per-request template trust, template
+kwargs (server defaults < request `chat_template_kwargs` < add_generation_prompt /
+continue_final_message / documents / reasoning_effort (+ enable_thinking)), template and
+content-format resolution, message normalisation (`messages.build_conversation`), rendering
+(`chat_template.render_chat_template`), then tokenization with vLLM's length rules.
+
+`kv_transfer_params.prompt_token_ids` (decode-side reuse in P/D) replaces templating when
+present and valid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from render_service.chat_template import (
+    HF_APPLY_CHAT_TEMPLATE_PARAMS,
+    TemplateRenderError,
+    detect_content_format,
+    render_chat_template,
+    template_variables,
+)
+from render_service.config import ServiceConfig
+from render_service.errors import BadRequestError
+from render_service.jinja_env import RenderLimits
+from render_service.messages import build_conversation, has_non_text_content
+from render_service.model import ModelBundle
+from render_service.prompt_limits import TokenizeLimits
+from render_service.protocol import ChatCompletionRequest, sanitize_message, vllm_validation_error
+
+__all__ = ["ChatPrompt", "merge_kwargs", "request_template_kwargs", "render_chat_prompt", "server_template_kwargs"]
+
+_UNSET = (None, "auto")
+
+
+@dataclass(frozen=True, slots=True)
+class ChatPrompt:
+    token_ids: list[int]
+    token_offsets: list[tuple[int, int]] | None
+
+
+# vLLM's `--cohere-format` default, always added to the server's default template kwargs.
+COHERE_FORMAT_DEFAULT = "cmd4"
+
+
+def server_template_kwargs(config: ServiceConfig) -> dict[str, Any]:
+    """--default-chat-template-kwargs, plus `cohere_format` unless set (vLLM always adds it)."""
+    kwargs = dict(config.default_chat_template_kwargs)
+    kwargs.setdefault("cohere_format", COHERE_FORMAT_DEFAULT)
+    return kwargs
+
+
+def merge_kwargs(defaults: dict[str, Any] | None, overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """vLLM merge_kwargs: overrides win, except values None or "auto" (they mean unset)."""
+    merged = dict(defaults or {})
+    for key, value in (overrides or {}).items():
+        if not _is_unset(value):
+            merged[key] = value
+    return merged
+
+
+def _is_unset(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value == "auto")
+
+
+def request_template_kwargs(
+    config: ServiceConfig,
+    *,
+    chat_template_kwargs: dict[str, Any] | None,
+    add_generation_prompt: bool,
+    continue_final_message: bool,
+    documents: Any = None,
+    reasoning_effort: str | None = None,
+) -> dict[str, Any]:
+    """Request chat_template_kwargs < the request's own template fields (server defaults go
+    underneath with `merge_kwargs(config.default_chat_template_kwargs, ...)`)."""
+    effort = reasoning_effort
+    if effort is not None and config.reasoning_effort_map:
+        effort = config.reasoning_effort_map.get(effort, effort)
+    extra: dict[str, Any] = {
+        "add_generation_prompt": add_generation_prompt,
+        "continue_final_message": continue_final_message,
+        "documents": documents,
+        "reasoning_effort": effort,
+    }
+    if effort is not None and "enable_thinking" not in (chat_template_kwargs or {}):
+        extra["enable_thinking"] = effort != "none"
+    return merge_kwargs(chat_template_kwargs, extra)
+
+
+def check_tool_choice_gate(request: ChatCompletionRequest, *, has_tool_parser: bool, auto_tools: bool) -> None:
+    """Without a tool parser, only tool_choice "none" (or null) is served."""
+    choice = request.tool_choice
+    if has_tool_parser or choice in (None, "none"):
+        return
+    if choice == "auto":
+        if not auto_tools:
+            raise BadRequestError(
+                '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+            )
+        return
+    described = f'"{choice}"' if isinstance(choice, str) else f'function "{choice.function.name}"'
+    raise BadRequestError(f"tool_choice={described} requires --tool-call-parser to be set")
+
+
+def check_template_trust(
+    request_template: str | None, kwargs: dict[str, Any] | None, trusted: bool
+) -> None:
+    if trusted:
+        return
+    if request_template is not None or (kwargs and kwargs.get("chat_template") is not None):
+        raise BadRequestError(
+            "Chat template is passed with request, but --trust-request-chat-template is not "
+            "set. Refused request with untrusted chat template."
+        )
+
+
+def check_mm_kwargs(request: Any, trusted: bool) -> None:
+    if trusted:
+        return
+    for name, what in (("mm_processor_kwargs", "multimodal preprocessing resource usage"),
+                       ("media_io_kwargs", "multimodal media loading resource usage")):
+        if getattr(request, name, None):
+            raise vllm_validation_error(
+                f"Per-request {name} are disabled by default because they can change {what}. "
+                "Start the server with --trust-request-mm-kwargs only when clients are trusted.",
+                parameter=name,
+            )
+
+
+def resolve_template(bundle: ModelBundle, requested: str | None, tools: Any) -> str:
+    """transformers' get_chat_template: a named template, the tool_use/default entry, or text."""
+    templates = bundle.chat_template
+    if isinstance(templates, dict):
+        if requested is not None:
+            return templates.get(requested, requested)
+        if tools is not None and "tool_use" in templates:
+            return templates["tool_use"]
+        if "default" in templates:
+            return templates["default"]
+        raise BadRequestError(
+            "This model has multiple chat templates with no default specified! Please either "
+            "pass a chat template or the name of the template you wish to use to the "
+            f"`chat_template` argument. Available template names are {sorted(templates)}."
+        )
+    if requested is not None:
+        return requested
+    if templates is None:
+        raise BadRequestError(
+            "As of transformers v4.44, default chat template is no longer allowed, so you "
+            "must provide a chat template if the tokenizer does not define one."
+        )
+    return templates
+
+
+def reused_prompt_ids(request: Any, bundle: ModelBundle, messages: Any = None) -> list[int] | None:
+    """Pop `kv_transfer_params.prompt_token_ids` (decode-side reuse) and validate them."""
+    kv = getattr(request, "kv_transfer_params", None)
+    if not isinstance(kv, dict):
+        return None
+    ids = kv.pop("prompt_token_ids", None)
+    if ids is None or getattr(request, "echo", False) or has_non_text_content(messages):
+        return None
+    param = "kv_transfer_params.prompt_token_ids"
+    if not isinstance(ids, list) or not ids or any(type(x) is not int or x < 0 for x in ids):
+        raise vllm_validation_error(
+            "`kv_transfer_params['prompt_token_ids']` must be a non-empty list of non-negative "
+            "integers.",
+            parameter=param,
+        )
+    if max(ids) > bundle.max_token_id:
+        raise vllm_validation_error(f"Token id {max(ids)} is out of vocabulary", parameter=param)
+    return ids
+
+
+def render_chat_prompt(
+    bundle: ModelBundle,
+    config: ServiceConfig,
+    request: Any,
+    *,
+    tool_dicts: list[dict[str, Any]] | None,
+    request_kwargs: dict[str, Any],
+    tokenize_limits: TokenizeLimits,
+    add_special_tokens: bool,
+    want_offsets: bool,
+) -> ChatPrompt:
+    """Template + tokenize one chat request (ChatCompletionRequest or TokenizeChatRequest)."""
+    defaults = merge_kwargs(server_template_kwargs(config), {"tools": tool_dicts})
+    kwargs = merge_kwargs(defaults, request_kwargs)
+    reuse = reused_prompt_ids(request, bundle, request.messages)
+    if reuse:
+        return ChatPrompt(reuse, None)
+    text = render_prompt_text(bundle, config, request.messages, request.chat_template, kwargs)
+    text = tokenize_limits.check_text(text)
+    offsets = None
+    if want_offsets:
+        ids, offsets = bundle.encoder.encode_with_offsets(text, add_special_tokens=add_special_tokens)
+    else:
+        ids = bundle.encoder.encode_full(text, add_special_tokens=add_special_tokens)
+    checked = tokenize_limits.check_tokens(ids)
+    if offsets is not None and len(checked) != len(ids):
+        offsets = offsets[-len(checked):] if checked and checked[0] != ids[0] else offsets[: len(checked)]
+    return ChatPrompt(checked, offsets)
+
+
+def render_prompt_text(
+    bundle: ModelBundle,
+    config: ServiceConfig,
+    messages: list[dict[str, Any]],
+    request_template: str | None,
+    kwargs: dict[str, Any],
+) -> str:
+    """The chat template applied to the normalised conversation (the prompt string)."""
+    tools = kwargs.get("tools")
+    # The server's --chat-template is already the bundle's template (loaded at start).
+    requested = request_template or kwargs.get("chat_template")
+    source = resolve_template(bundle, requested, tools)
+    content_format = config.chat_template_content_format
+    if content_format == "auto":
+        content_format = detect_content_format(source)
+    conversation = build_conversation(messages, content_format)
+    if any(m["role"] == "developer" for m in conversation) and not _mentions_developer(source):
+        conversation = _developer_to_system(conversation)
+    template_kwargs = _accepted_kwargs(kwargs, source)
+    limits = RenderLimits(config.limits.render_timeout_s, config.limits.max_template_output_chars)
+    try:
+        return render_chat_template(
+            source,
+            conversation,
+            tools=tools,
+            documents=template_kwargs.pop("documents", None),
+            add_generation_prompt=bool(template_kwargs.pop("add_generation_prompt", False)),
+            continue_final_message=template_kwargs.pop("continue_final_message", False),
+            special_tokens_map=bundle.special_tokens_map,
+            template_kwargs=template_kwargs,
+            limits=limits,
+        )
+    except TemplateRenderError as exc:
+        raise BadRequestError(sanitize_message(str(exc))) from exc
+
+
+def _accepted_kwargs(kwargs: dict[str, Any], source: str) -> dict[str, Any]:
+    """vLLM resolve_chat_template_kwargs: keep kwargs the template or HF's signature knows."""
+    accepted = (template_variables(source) | HF_APPLY_CHAT_TEMPLATE_PARAMS) - {"chat_template", "tokenize"}
+    return {k: v for k, v in kwargs.items() if k in accepted and k != "tools"}
+
+
+def _mentions_developer(source: str) -> bool:
+    return '"developer"' in source or "'developer'" in source
+
+
+def _developer_to_system(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    converted = []
+    for message in conversation:
+        if message["role"] == "developer":
+            message = {**message, "role": "system"}
+            message.pop("tools", None)
+        converted.append(message)
+    return _consolidate_system(converted)
+
+
+def _consolidate_system(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Merge all system messages into one at position 0 (vLLM, after developer conversion)."""
+    contents: list[str] = []
+    others: list[dict[str, Any]] = []
+    needed = False
+    for index, message in enumerate(conversation):
+        if message["role"] != "system":
+            others.append(message)
+            continue
+        if index > 0 or contents:
+            needed = True
+        content = message.get("content", "")
+        if isinstance(content, list):
+            content = "\n".join(
+                part["text"] if isinstance(part, dict) else part
+                for part in content
+                if (isinstance(part, dict) and "text" in part) or isinstance(part, str)
+            )
+        if content:
+            contents.append(content)
+    if not needed:
+        return conversation
+    return [{"role": "system", "content": "\n\n".join(contents)}, *others]

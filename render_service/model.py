@@ -1,0 +1,342 @@
+"""Loading a model folder (or the embedded default) into everything rendering needs.
+
+A `ModelBundle` is built once per worker and is immutable afterwards. It holds:
+
+- the tokenizer, loaded with `transformers.AutoTokenizer` exactly as vLLM loads it (so the Rust
+  backend gets the same normalizer/pre-tokenizer/post-processor tweaks transformers applies),
+  then wrapped in a `TokenEncoder` that talks to the Rust backend directly on the hot path;
+- the chat template(s), special tokens and the vLLM-derived limits (`max_model_len`,
+  `max_token_id`, `max_chars_per_token`);
+- the generation-config sampling defaults (`ModelConfig.get_diff_sampling_param` in vLLM);
+- a `fingerprint`: a short hash of everything that changes rendered tokens or parsing, which
+  derender compares to catch a render/derender configuration mismatch.
+
+MODEL can be a local folder, a hub id already in the local huggingface cache (never the
+network), or None for the embedded Qwen3 default (`render_service._embedded`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from render_service import _embedded
+from render_service.config import ServiceConfig
+from render_service.errors import ConfigError
+from render_service.tokenization import TokenEncoder
+
+__all__ = ["ModelBundle", "SAMPLING_DEFAULT_KEYS"]
+
+logger = logging.getLogger(__name__)
+
+# Keys vLLM's get_diff_sampling_param takes from generation_config.json.
+SAMPLING_DEFAULT_KEYS = (
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+    "temperature",
+    "top_k",
+    "top_p",
+    "min_p",
+    "max_new_tokens",
+    "skip_special_tokens",
+)
+# config.json keys vLLM reads the context length from (the smallest one present wins).
+_MAX_LEN_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.json",
+    "merges.txt",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "tokenizer.model",
+)
+
+
+@dataclass(frozen=True)
+class ModelBundle:
+    """Everything about the served model that rendering needs; built once, then read-only."""
+
+    model: str
+    served_model_names: tuple[str, ...]
+    model_type: str | None
+    max_model_len: int
+    encoder: TokenEncoder
+    chat_template: str | dict[str, str] | None
+    special_tokens_map: dict[str, Any]
+    bos_token_id: int | None
+    eos_token_id: int | None
+    max_token_id: int
+    max_chars_per_token: int
+    truncation_side: str
+    sampling_defaults: dict[str, Any]
+    generation_config: dict[str, Any]
+    fingerprint: str
+    hf_tokenizer: Any = field(repr=False)
+
+    @property
+    def served_model_name(self) -> str:
+        return self.served_model_names[0]
+
+    @property
+    def is_harmony(self) -> bool:
+        return self.model_type == "gpt_oss"
+
+    @classmethod
+    def load(cls, config: ServiceConfig) -> ModelBundle:
+        """Load `config.model` (folder, cached hub id, or the embedded default).
+
+        Raises:
+            ConfigError: the folder, tokenizer or chat template cannot be loaded.
+        """
+        if config.model is None:
+            return _load_embedded(config)
+        model_dir = _resolve_model_dir(config.model, config.revision)
+        tokenizer_dir = (
+            _resolve_model_dir(config.tokenizer, config.revision) if config.tokenizer else model_dir
+        )
+        hf_config = _read_json(model_dir / "config.json")
+        return _build(
+            config,
+            model=config.model,
+            tokenizer_dir=tokenizer_dir,
+            model_type=hf_config.get("model_type"),
+            derived_max_len=_derive_max_model_len(hf_config),
+            generation_config=_load_generation_config(config, model_dir),
+        )
+
+
+def _load_embedded(config: ServiceConfig) -> ModelBundle:
+    generation_config = (
+        {} if config.generation_config == "vllm" else dict(_embedded.DEFAULT_GENERATION_CONFIG)
+    )
+    if config.generation_config not in ("auto", "vllm"):
+        generation_config = _load_generation_config(config, Path(config.generation_config))
+    names = config.served_model_name or (_embedded.DEFAULT_SERVED_MODEL_NAME,)
+    return _build(
+        config.replace(served_model_name=names),
+        model=_embedded.DEFAULT_SERVED_MODEL_NAME,
+        tokenizer_dir=_embedded.default_tokenizer_dir(),
+        model_type=_embedded.DEFAULT_MODEL_TYPE,
+        derived_max_len=_embedded.DEFAULT_MAX_MODEL_LEN,
+        generation_config=generation_config,
+    )
+
+
+def _build(
+    config: ServiceConfig,
+    *,
+    model: str,
+    tokenizer_dir: Path,
+    model_type: str | None,
+    derived_max_len: int | None,
+    generation_config: dict[str, Any],
+) -> ModelBundle:
+    hf_tokenizer = _load_hf_tokenizer(tokenizer_dir, config)
+    vocab = hf_tokenizer.get_vocab()
+    max_token_id = max(vocab.values())
+    vocab_size = getattr(hf_tokenizer, "vocab_size", None)
+    if isinstance(vocab_size, int):
+        max_token_id = max(max_token_id, vocab_size - 1)
+    chat_template = _resolve_chat_template(config.chat_template, hf_tokenizer)
+    max_model_len = _effective_max_model_len(config.max_model_len, derived_max_len, hf_tokenizer)
+    encoder = TokenEncoder.from_hf_tokenizer(hf_tokenizer)
+    served = config.served_model_name or (model,)
+    fingerprint = _fingerprint(config, model, tokenizer_dir, chat_template, max_model_len)
+    return ModelBundle(
+        model=model,
+        served_model_names=tuple(served),
+        model_type=model_type,
+        max_model_len=max_model_len,
+        encoder=encoder,
+        chat_template=chat_template,
+        special_tokens_map=dict(hf_tokenizer.special_tokens_map),
+        bos_token_id=hf_tokenizer.bos_token_id,
+        eos_token_id=hf_tokenizer.eos_token_id,
+        max_token_id=max_token_id,
+        max_chars_per_token=max(len(token) for token in vocab),
+        truncation_side=hf_tokenizer.truncation_side,
+        sampling_defaults=_diff_sampling_params(generation_config),
+        generation_config=generation_config,
+        fingerprint=fingerprint,
+        hf_tokenizer=hf_tokenizer,
+    )
+
+
+def _resolve_model_dir(name: str, revision: str | None) -> Path:
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return path
+    if path.exists() or name.startswith((".", "/", "~")):
+        raise ConfigError(f"model path {name!r} is not a folder")
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return Path(snapshot_download(name, revision=revision, local_files_only=True))
+    except (LocalEntryNotFoundError, OSError, ValueError) as exc:
+        raise ConfigError(
+            f"model {name!r} is neither a local folder nor in the local huggingface cache "
+            "(render-service never downloads; run `huggingface-cli download` first)"
+        ) from exc
+
+
+def _load_hf_tokenizer(tokenizer_dir: Path, config: ServiceConfig) -> Any:
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(
+            str(tokenizer_dir),
+            trust_remote_code=config.trust_remote_code,
+            local_files_only=True,
+            # vLLM loads generate-model tokenizers with left truncation.
+            truncation_side="left",
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"cannot load the tokenizer from {tokenizer_dir}: {exc}") from exc
+    if getattr(tokenizer, "_tokenizer", None) is None:
+        raise ConfigError(
+            f"tokenizer in {tokenizer_dir} has no fast (Rust) backend; "
+            "render-service needs tokenizer.json or a convertible vocab"
+        )
+    return tokenizer
+
+
+def _resolve_chat_template(flag: str | None, hf_tokenizer: Any) -> str | dict[str, str] | None:
+    """`--chat-template` (file path or inline Jinja) overrides the tokenizer's template(s)."""
+    if flag is None:
+        template = hf_tokenizer.chat_template
+        return dict(template) if isinstance(template, dict) else template
+    path = Path(flag).expanduser()
+    if any(c in flag for c in "{}\n"):
+        return flag
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise ConfigError(
+            f"--chat-template {flag!r} looks like a file path, but it cannot be read: {exc}"
+        ) from exc
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: expected a JSON object")
+    return value
+
+
+def _derive_max_model_len(hf_config: dict[str, Any]) -> int | None:
+    """Smallest context-length key of config.json, scaled by a rope-scaling factor like vLLM."""
+    text_config = hf_config.get("text_config")
+    source = text_config if isinstance(text_config, dict) else hf_config
+    lengths = [source[k] for k in _MAX_LEN_KEYS if isinstance(source.get(k), int)]
+    if not lengths:
+        return None
+    derived = min(lengths)
+    rope = source.get("rope_scaling") or {}
+    rope_type = rope.get("rope_type", rope.get("type")) if isinstance(rope, dict) else None
+    if rope_type not in (None, "su", "longrope", "llama3", "mrope", "default"):
+        factor = rope.get("factor", 1.0)
+        if rope_type == "yarn":
+            derived = rope.get("original_max_position_embeddings", derived)
+        derived = int(derived * factor)
+    return derived
+
+
+def _effective_max_model_len(flag: int | None, derived: int | None, hf_tokenizer: Any) -> int:
+    if derived is None:
+        model_max = getattr(hf_tokenizer, "model_max_length", None)
+        derived = model_max if isinstance(model_max, int) and model_max < 10**9 else None
+    if flag is None:
+        if derived is None:
+            raise ConfigError("cannot derive the context length: pass --max-model-len")
+        return derived
+    if derived is not None and flag > derived:
+        raise ConfigError(
+            f"--max-model-len {flag} is greater than the derived max_model_len {derived} "
+            "of the model's config.json"
+        )
+    return flag
+
+
+def _load_generation_config(config: ServiceConfig, model_dir: Path) -> dict[str, Any]:
+    """The non-default generation_config.json values (transformers' `to_diff_dict`, as vLLM)."""
+    if config.generation_config == "vllm":
+        return {}
+    folder = model_dir if config.generation_config == "auto" else Path(config.generation_config)
+    if config.generation_config != "auto" and not folder.is_dir():
+        raise ConfigError(f"--generation-config {folder}: not a folder")
+    if not (folder / "generation_config.json").is_file():
+        return {}
+    from transformers import GenerationConfig
+
+    try:
+        diff = GenerationConfig.from_pretrained(str(folder), local_files_only=True).to_diff_dict()
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {folder / 'generation_config.json'}: {exc}") from exc
+    diff.pop("transformers_version", None)
+    return diff
+
+
+def _diff_sampling_params(generation_config: dict[str, Any]) -> dict[str, Any]:
+    """vLLM ModelConfig.get_diff_sampling_param: sampling defaults, max_new_tokens->max_tokens."""
+    if not any(key in generation_config for key in SAMPLING_DEFAULT_KEYS):
+        return {}
+    defaults = {
+        key: generation_config[key]
+        for key in SAMPLING_DEFAULT_KEYS
+        if generation_config.get(key) is not None
+    }
+    if "max_new_tokens" in defaults:
+        defaults["max_tokens"] = defaults.pop("max_new_tokens")
+    return defaults
+
+
+def _fingerprint(
+    config: ServiceConfig,
+    model: str,
+    tokenizer_dir: Path,
+    chat_template: str | dict[str, str] | None,
+    max_model_len: int,
+) -> str:
+    """Short stable hash of what changes rendered tokens or how output is parsed."""
+    digest = hashlib.blake2b(digest_size=8)
+    identity = {
+        "model": model,
+        "max_model_len": max_model_len,
+        "chat_template": chat_template,
+        "content_format": config.chat_template_content_format,
+        "reasoning_parser": config.reasoning_parser,
+        "tool_call_parser": config.tool_call_parser,
+        "enable_auto_tool_choice": config.enable_auto_tool_choice,
+        "default_chat_template_kwargs": config.default_chat_template_kwargs,
+        "reasoning_effort_map": config.reasoning_effort_map,
+    }
+    digest.update(json.dumps(identity, sort_keys=True, default=str).encode())
+    for name in _TOKENIZER_FILES:
+        path = tokenizer_dir / name
+        if path.is_file():
+            digest.update(name.encode())
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()

