@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import abc
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -61,9 +61,22 @@ class ReasoningParser(abc.ABC):
 
     name: ClassVar[str]
 
-    def __init__(self, vocab: Vocab, chat_template_kwargs: Mapping[str, Any] | None = None):
+    # True for families vLLM runs on its declarative parser engine (vllm/parser/engine): the
+    # combined parser needs it to reproduce DelegatingParser's engine-only content rules.
+    engine_based: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        vocab: Vocab,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        *,
+        special_tokens: Iterable[str] = (),
+    ):
+        """`special_tokens`: the tokenizer's `all_special_tokens` (transformers' list, which
+        vLLM's parser engine drops from text when they are not one of the family's markers)."""
         self.vocab = vocab
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.special_tokens = tuple(special_tokens)
 
     @abc.abstractmethod
     def initial_state(self, prompt_token_ids: Sequence[int] = ()) -> JsonState:

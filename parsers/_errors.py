@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["ParserError", "ParseError", "StateError", "LimitExceededError"]
+__all__ = [
+    "ParserError",
+    "ParseError",
+    "StateError",
+    "LimitExceededError",
+    "ParserConfigError",
+    "UnknownParserError",
+]
 
 
 class ParserError(Exception):
@@ -19,3 +26,14 @@ class StateError(ParserError):
 
 class LimitExceededError(ParserError):
     """A bounded buffer (named limit) would overflow."""
+
+
+class ParserConfigError(ParserError):
+    """A parser cannot be built for this tokenizer (e.g. its marker tokens are missing)."""
+
+
+class UnknownParserError(ParserConfigError, KeyError):
+    """No parser is registered under the requested vLLM name; the message lists valid names."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""

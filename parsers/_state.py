@@ -9,6 +9,7 @@ and every field's type before building the value, and raises `StateError` on any
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from typing import Any, ClassVar, Self, get_args, get_origin
@@ -35,8 +36,7 @@ class JsonState:
             raise StateError(f"{cls.__name__}: state must be an object")
         if data.get("v") != cls.VERSION:
             raise StateError(f"{cls.__name__}: unsupported state version {data.get('v')!r}")
-        hints = typing.get_type_hints(cls)
-        names = {f.name for f in dataclasses.fields(cls)}
+        hints, names = _schema(cls)
         if set(data) - {"v"} != names:
             raise StateError(f"{cls.__name__}: unexpected or missing state fields")
         kwargs = {name: _load(hints[name], data[name], f"{cls.__name__}.{name}") for name in names}
@@ -47,6 +47,12 @@ class JsonState:
 
     def replace(self, **changes: Any) -> Self:
         return dataclasses.replace(self, **changes)
+
+
+@functools.cache
+def _schema(cls: type) -> tuple[dict[str, Any], frozenset[str]]:
+    """Field types and names of a state class (resolved once: get_type_hints is slow)."""
+    return typing.get_type_hints(cls), frozenset(f.name for f in dataclasses.fields(cls))
 
 
 def _dump(value: Any) -> Any:

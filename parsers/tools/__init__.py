@@ -8,7 +8,9 @@ adding its module here; the class must set `name` to its primary vLLM name.
 
 from __future__ import annotations
 
-__all__ = ["TOOL_PARSER_MODULES"]
+from dataclasses import dataclass
+
+__all__ = ["TOOL_PARSER_MODULES", "TOOL_PARSER_TRAITS", "ToolParserTraits", "tool_parser_traits"]
 
 TOOL_PARSER_MODULES: dict[str, str] = {
     "hermes": "parsers.tools.hermes_parser:HermesToolParser",
@@ -17,10 +19,50 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "llama4_json": "parsers.tools.llama3_json:Llama3JsonToolParser",
     "mistral": "parsers.tools.mistral:MistralToolParser",
     "pythonic": "parsers.tools.pythonic:PythonicToolParser",
-    "llama4_pythonic": "parsers.tools.pythonic:PythonicToolParser",
+    "llama4_pythonic": "parsers.tools.pythonic:Llama4PythonicToolParser",
     "qwen3_coder": "parsers.tools.qwen3_coder:Qwen3CoderToolParser",
     "qwen3_xml": "parsers.tools.qwen3_coder:Qwen3CoderToolParser",
     "deepseek_v3": "parsers.tools.deepseek_v3:DeepSeekV3ToolParser",
     "deepseek_v31": "parsers.tools.deepseek_v31:DeepSeekV31ToolParser",
     "granite": "parsers.tools.granite:GraniteToolParser",
 }
+
+
+@dataclass(frozen=True)
+class ToolParserTraits:
+    """How vLLM 0.33's serving layer treats a family (read off its ToolParser class).
+
+    supports_required_and_named: False makes tool_choice="required"/named use the family's own
+    format (as "auto") instead of the JSON forms. In 0.33 every parser with an xgrammar
+    `structural_tag_model` has it False (VLLM_ENFORCE_STRICT_TOOL_CALLING defaults on).
+    engine_based: runs on vLLM's parser engine (`engine_based_streaming`), which changes the
+    content returned with tool_choice="none" or when no call is found.
+    """
+
+    supports_required_and_named: bool = True
+    engine_based: bool = False
+
+
+_NATIVE_FORMAT = ToolParserTraits(supports_required_and_named=False)
+_NATIVE_ENGINE = ToolParserTraits(supports_required_and_named=False, engine_based=True)
+
+# Checked against vLLM's own classes by tests/parsers/test_differential.py.
+TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
+    "hermes": _NATIVE_FORMAT,
+    "qwen3_json": _NATIVE_FORMAT,
+    "llama3_json": _NATIVE_FORMAT,
+    "llama4_json": _NATIVE_FORMAT,
+    "mistral": _NATIVE_ENGINE,
+    "pythonic": ToolParserTraits(),
+    "llama4_pythonic": ToolParserTraits(),
+    "qwen3_coder": _NATIVE_ENGINE,
+    "qwen3_xml": _NATIVE_ENGINE,
+    "deepseek_v3": _NATIVE_FORMAT,
+    "deepseek_v31": _NATIVE_FORMAT,
+    "granite": ToolParserTraits(engine_based=True),
+}
+
+
+def tool_parser_traits(name: str) -> ToolParserTraits:
+    """Traits of the family registered as `name`; vLLM's ToolParser defaults otherwise."""
+    return TOOL_PARSER_TRAITS.get(name, ToolParserTraits())

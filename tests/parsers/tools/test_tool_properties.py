@@ -13,10 +13,13 @@ from parsers._errors import ParserError, StateError
 from parsers.tools._base import StreamingToolParser
 from parsers.tools.deepseek_v3 import DeepSeekV3ToolParser
 from parsers.tools.deepseek_v31 import DeepSeekV31ToolParser
+from parsers.tools.granite import GraniteToolParser
 from parsers.tools.hermes_parser import HermesToolParser
 from parsers.tools.llama3_json import Llama3JsonToolParser
 from parsers.tools.mistral import MistralToolParser
 from parsers.tools.pythonic import Llama4PythonicToolParser, PythonicToolParser
+from parsers.tools.qwen3_coder import Qwen3CoderToolParser
+from tool_parser_support import WEATHER_TOOLS
 
 PARSERS: list[StreamingToolParser] = [
     HermesToolParser(None, []),
@@ -26,6 +29,8 @@ PARSERS: list[StreamingToolParser] = [
     DeepSeekV3ToolParser(None, []),
     DeepSeekV31ToolParser(None, []),
     MistralToolParser(None, []),
+    Qwen3CoderToolParser(None, WEATHER_TOOLS),
+    GraniteToolParser(None, WEATHER_TOOLS),
 ]
 IDS = [p.name for p in PARSERS]
 
@@ -36,6 +41,8 @@ ATOMS = [
     "<｜tool▁call▁end｜>", "<｜tool▁sep｜>", "function", "\n```json\n", "\n```",
     '{"name": "f", "arguments": {"a": 1}}', '{"name": "f", "parameters": {}}',
     "[f(a=1)]", "[TOOL_CALLS]", "{", "}", "[", "]", '"', "\\", ":", ",", "<", "\n", " ", "é", "🙂", "\x00",
+    "<function=", "</function>", "<parameter=", "</parameter>", "get_weather>", "days>", ">",
+    "</think>", "<|tool_call|>", '"name": "get_weather"', '"arguments": {"days": "3"}',
 ]
 deltas = st.lists(
     st.lists(st.one_of(st.sampled_from(ATOMS), st.text(max_size=6)), max_size=4).map("".join),

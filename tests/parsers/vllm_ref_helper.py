@@ -1,0 +1,215 @@
+"""Runs inside the vLLM 0.33 reference venv: answers parser/detokenizer questions with vLLM's code.
+
+Protocol: one JSON object per line on stdin, one JSON object per line on stdout
+({"ok": true, "result": ...} or {"ok": false, "error": "..."}). Started once per test session
+by tests/parsers/vllm_ref.py (importing vLLM takes many seconds). Ops:
+
+* detok: vLLM derender decoding (`_seed_stream_state` + `OnlineDerenderer._detokenize_delta`)
+  of `ids` seeded with `prompt_ids`, fed in `chunks` (token counts) -> list of texts per chunk.
+* parse: derender's batch path (`Parser.parse` + `assemble_chat_message_fields`).
+* stream: the streaming path (`ChatStreamProcessor.step` per chunk on one parser; the replay
+  algorithm rebuilds this same parser state) -> concatenated deltas.
+* replay_cpu: CPU seconds of derender's replay algorithm over token chunks (for bench/).
+
+Tokenizers are loaded from a directory. loader "auto" is AutoTokenizer (what vLLM does);
+"backend" forces transformers' TokenizersBackend over tokenizer.json, needed for DeepSeek-R1
+because transformers 5.19 (this venv) loads its tokenizer_class LlamaTokenizerFast as a
+SentencePiece-style LlamaTokenizer and decodes its ByteLevel vocabulary wrongly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+
+from vllm.entrypoints.openai.chat_completion.message_assembly import (  # noqa: E402
+    assemble_chat_message_fields,
+)
+from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest  # noqa: E402
+from vllm.entrypoints.openai.chat_completion.stream_processor import (  # noqa: E402
+    ChatStreamProcessor,
+)
+from vllm.parser import ParserManager  # noqa: E402
+from vllm.renderers.online_derenderer import (  # noqa: E402
+    OnlineDerenderer,
+    _seed_stream_state,
+)
+from vllm.tokenizers.hf import get_cached_tokenizer  # noqa: E402
+
+_TOKENIZERS: dict[tuple[str, str], object] = {}
+
+
+def tokenizer(directory: str, loader: str):
+    key = (directory, loader)
+    if key not in _TOKENIZERS:
+        if loader == "backend":
+            from transformers import TokenizersBackend
+
+            tok = TokenizersBackend.from_pretrained(directory)
+        else:
+            from transformers import AutoTokenizer
+
+            tok = AutoTokenizer.from_pretrained(directory)
+        _TOKENIZERS[key] = get_cached_tokenizer(tok)
+    return _TOKENIZERS[key]
+
+
+def detokenize(tok, ids, state, skip_special):
+    return OnlineDerenderer._detokenize_delta(
+        None, tok, list(ids), state, skip_special_tokens=skip_special,
+        spaces_between_special_tokens=True,
+    )
+
+
+def op_detok(req):
+    tok = tokenizer(req["tokenizer_dir"], req.get("loader", "auto"))
+    skip = req["skip_special_tokens"]
+    state = _seed_stream_state(tok, req.get("prompt_ids"), skip_special_tokens=skip)
+    ids = req["ids"]
+    out, start = [], 0
+    for n in req.get("chunks") or [len(ids)]:
+        text, state = detokenize(tok, ids[start : start + n], state, skip)
+        out.append(text)
+        start += n
+    return {"texts": out, "state": state.model_dump(include={"prev_tokens", "prefix_offset", "read_offset"})}
+
+
+def _request(req):
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], **req.get("request", {})}
+    return ChatCompletionRequest.model_validate(body)
+
+
+def _parser_cls(req):
+    return ParserManager.get_parser(
+        tool_parser_name=req.get("tool_parser"),
+        reasoning_parser_name=req.get("reasoning_parser"),
+        enable_auto_tools=req.get("enable_auto_tools", True),
+    )
+
+
+def _make_parser(req, tok, request, parser_cls):
+    return parser_cls(
+        tok, request.tools, chat_template_kwargs=req.get("chat_template_kwargs") or {},
+        model_config=None,
+    )
+
+
+def op_parse(req):
+    tok = tokenizer(req["tokenizer_dir"], req.get("loader", "auto"))
+    request = _request(req)
+    parser_cls = _parser_cls(req)
+    parser = _make_parser(req, tok, request, parser_cls)
+    if req.get("prompt_token_ids") is not None:
+        parser.set_prompt_token_ids(req["prompt_token_ids"])
+    enable_auto = req.get("enable_auto_tools", True)
+    reasoning, content, tool_calls = parser.parse(
+        req["text"], request, enable_auto_tools=enable_auto,
+        model_output_token_ids=req.get("token_ids") or (),
+    )
+    fields = assemble_chat_message_fields(
+        request, reasoning, content, tool_calls, enable_auto_tools=enable_auto,
+        parser_cls=parser_cls,
+    )
+    return {
+        "raw": {"reasoning": reasoning, "content": content},
+        "reasoning": fields.reasoning,
+        "content": fields.content,
+        "tool_calls": [
+            {"name": tc.function.name, "arguments": tc.function.arguments}
+            for tc in fields.tool_calls
+        ],
+    }
+
+
+def op_stream(req):
+    tok = tokenizer(req["tokenizer_dir"], req.get("loader", "auto"))
+    request = _request(req)
+    parser_cls = _parser_cls(req)
+    processor = ChatStreamProcessor(
+        request, _make_parser(req, tok, request, parser_cls),
+        enable_auto_tools=req.get("enable_auto_tools", True), parser_cls=parser_cls,
+    )
+    reasoning, content, calls = [], [], {}
+    chunks = req["chunks"]
+    for i, (text, ids) in enumerate(chunks):
+        finish = "stop" if i == len(chunks) - 1 else None
+        delta, _ = processor.step(text, ids, finish, req.get("prompt_token_ids"))
+        if delta is None:
+            continue
+        reasoning.append(delta.reasoning or "")
+        content.append(delta.content or "")
+        for tc in delta.tool_calls or []:
+            entry = calls.setdefault(tc.index, {"name": "", "arguments": ""})
+            if tc.function is not None:
+                entry["name"] += tc.function.name or ""
+                entry["arguments"] += tc.function.arguments or ""
+    return {
+        "reasoning": "".join(reasoning),
+        "content": "".join(content),
+        "tool_calls": [calls[i] for i in sorted(calls)],
+    }
+
+
+def op_replay_cpu(req):
+    """Derender's parser-path replay: chunk k rebuilds a parser and replays chunks 0..k-1."""
+    tok = tokenizer(req["tokenizer_dir"], req.get("loader", "auto"))
+    request = _request(req)
+    parser_cls = _parser_cls(req)
+    prompt_ids = req["prompt_token_ids"]
+    ids = req["ids"]
+    per_chunk = []
+    start_all = time.process_time()
+    for k in req.get("sample_ks") or range(len(ids)):
+        t0 = time.process_time()
+        processor = ChatStreamProcessor(
+            request, _make_parser(req, tok, request, parser_cls),
+            enable_auto_tools=req.get("enable_auto_tools", True), parser_cls=parser_cls,
+        )
+        state = _seed_stream_state(tok, prompt_ids, skip_special_tokens=False)
+        for j in range(k):
+            text, state = detokenize(tok, ids[j : j + 1], state, False)
+            processor.step(text, ids[j : j + 1], None, prompt_ids)
+        text, state = detokenize(tok, ids[k : k + 1], state, False)
+        finish = "stop" if k == len(ids) - 1 else None
+        processor.step(text, ids[k : k + 1], finish, prompt_ids)
+        per_chunk.append([k, time.process_time() - t0])
+    return {"total_cpu_s": time.process_time() - start_all, "per_chunk_cpu_s": per_chunk}
+
+
+def op_tool_traits(req):
+    from vllm.tool_parsers import ToolParserManager
+
+    out = {}
+    for name in req["names"]:
+        cls = ToolParserManager.get_tool_parser(name)
+        out[name] = [bool(cls.supports_required_and_named),
+                     bool(getattr(cls, "engine_based_streaming", False))]
+    return out
+
+
+OPS = {"tool_traits": op_tool_traits, "detok": op_detok, "parse": op_parse, "stream": op_stream, "replay_cpu": op_replay_cpu}
+
+
+def main() -> None:
+    print(json.dumps({"ok": True, "result": "ready"}), flush=True)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            req = json.loads(line)
+            result = OPS[req["op"]](req)
+            out = {"ok": True, "result": result}
+        except Exception as exc:  # report to the test, which fails on it
+            out = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
+                   "traceback": traceback.format_exc()}
+        print(json.dumps(out, ensure_ascii=False), flush=True)
+
+
+if __name__ == "__main__":
+    main()
