@@ -1,0 +1,198 @@
+"""Streaming chat derender cost: ours vs the vLLM 0.33 reference render server, over HTTP.
+
+The same engine output (reasoning, then content, then two hermes tool calls, ~4,000 tokens) is
+sent one token per chunk, after a ~32k-token prompt, to both servers (qwen3 + hermes parsers,
+the same weightless Qwen3 model folder). Each client sends what its server needs: vLLM needs
+`chat_request` and the full `prompt_token_ids` on every chunk; ours only on the first.
+
+Measured per server: server CPU seconds (user+system of the server process tree, from /proc,
+over the streaming phase only), mean request bytes per chunk, wall seconds. The reference
+replays the whole stream on every chunk (O(n^2) calls), so its run is bounded by
+--ref-tokens (default 1000 tokens); ours runs the full --tokens. Nothing is extrapolated: the
+JSON reports the token counts actually measured for each, and the CPU ratio is computed on the
+same prefix length (ours is also measured on the reference's prefix).
+
+Final stdout line: JSON with the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import orjson
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "render"))
+from ref_server import PARSER_FLAGS, RefRenderServer, build_render_model_dir, free_port  # noqa: E402
+
+REQUEST_ID = "generate-tokens-chatcmpl-bench"
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather by city.",
+     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},
+]  # fmt: skip
+
+
+def _clock_ticks() -> int:
+    return os.sysconf("SC_CLK_TCK")
+
+
+def _tree_pids(root: int) -> list[int]:
+    pids, frontier = [root], [root]
+    while frontier:
+        pid = frontier.pop()
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            continue
+        for child in map(int, children):
+            pids.append(child)
+            frontier.append(child)
+    return pids
+
+
+def cpu_seconds(root: int) -> float:
+    """user+system CPU of a process tree (live processes only), from /proc/<pid>/stat."""
+    total = 0
+    for pid in _tree_pids(root):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / _clock_ticks()
+
+
+def build_output(tokenizer, n_tokens: int) -> list[int]:  # noqa: ANN001
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    reasoning = "Thinking about the weather in 中文 and emoji 😀, step by step. "
+    content = "Here is a long answer sentence with some detail. "
+    body_tokens = n_tokens - 80
+    half = tokenizer.encode("<think>\n" + reasoning * (body_tokens // 10), add_special_tokens=False)
+    rest = tokenizer.encode("</think>\n\n" + content * (body_tokens // 10), add_special_tokens=False)
+    ids = half[: body_tokens // 2] + rest[: body_tokens - body_tokens // 2]
+    ids += tokenizer.encode("\nDone.\n" + call + "\n" + call, add_special_tokens=False)
+    return ids + [151645]
+
+
+def build_prompt(tokenizer, n_tokens: int) -> list[int]:  # noqa: ANN001
+    head = tokenizer.encode("<|im_start|>user\n", add_special_tokens=False)
+    tail = tokenizer.encode("<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)
+    filler = tokenizer.encode("A long document about many things. ", add_special_tokens=False)
+    body = (filler * (n_tokens // len(filler) + 1))[: n_tokens - len(head) - len(tail)]
+    return head + body + tail
+
+
+def run_stream(url: str, ids: list[int], prompt: list[int], every_chunk: bool, limit: int,
+               client: httpx.Client) -> tuple[int, int, int]:  # fmt: skip
+    """Send ids[:limit] one per chunk; returns (requests, total bytes, first request bytes)."""
+    chat_request = {"messages": [{"role": "user", "content": "x"}], "tools": TOOLS}
+    state, total_bytes, first_bytes = None, 0, 0
+    ids = ids[:limit]
+    for k, token in enumerate(ids):
+        last = k == len(ids) - 1
+        body = {"stream": True, "stream_state": state, "generate_chunk": {"request_id": REQUEST_ID,
+                "choices": [{"index": 0, "token_ids": [token], "finish_reason": "stop" if last else None}]}}  # fmt: skip
+        if every_chunk or k == 0:
+            body["chat_request"] = chat_request
+            body["prompt_token_ids"] = prompt
+        raw = orjson.dumps(body)
+        total_bytes += len(raw)
+        first_bytes = first_bytes or len(raw)
+        response = client.post(url, content=raw, headers={"content-type": "application/json"})
+        response.raise_for_status()
+        state = response.json()["stream_state"]
+    return len(ids), total_bytes, first_bytes
+
+
+class OurServer:
+    def __init__(self, model_dir: Path, max_model_len: int, log_dir: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.cmd = [sys.executable, "-m", "render_service.cli", "serve", str(model_dir),
+                    "--host", "127.0.0.1", "--port", str(self.port), "--served-model-name",
+                    "Qwen/Qwen3-8B", "--max-model-len", str(max_model_len), *PARSER_FLAGS]  # fmt: skip
+        self.log_path = log_dir / f"ours-{self.port}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> OurServer:
+        env = {**os.environ, "RENDER_SERVICE_STREAM_STATE_SECRET": "bench-secret"}
+        self.proc = subprocess.Popen(self.cmd, cwd=REPO, env=env, stdout=self.log_path.open("wb"),
+                                     stderr=subprocess.STDOUT)  # fmt: skip
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"our server exited; see {self.log_path}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError("our server did not become healthy")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+
+
+def measure(server_pid: int, url: str, ids, prompt, every_chunk: bool, limit: int) -> dict:  # noqa: ANN001
+    with httpx.Client(timeout=600) as client:
+        cpu0, t0 = cpu_seconds(server_pid), time.monotonic()
+        n, total_bytes, first_bytes = run_stream(url, ids, prompt, every_chunk, limit, client)
+        cpu1, t1 = cpu_seconds(server_pid), time.monotonic()
+    return {"tokens": n, "cpu_s": round(cpu1 - cpu0, 3), "wall_s": round(t1 - t0, 3),
+            "mean_request_bytes": round(total_bytes / n, 1),
+            "mean_request_bytes_after_first": round((total_bytes - first_bytes) / max(n - 1, 1), 1)}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--prompt-tokens", type=int, default=32000)
+    parser.add_argument("--tokens", type=int, default=4000)
+    parser.add_argument("--ref-tokens", type=int, default=1000)
+    args = parser.parse_args()
+    from transformers import AutoTokenizer
+
+    model_dir = build_render_model_dir(REPO / ".cache" / "bench-derender-model")
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    prompt = build_prompt(tokenizer, args.prompt_tokens)
+    ids = build_output(tokenizer, args.tokens)
+    max_len = 40960
+    log_dir = REPO / ".cache" / "bench-logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    path = "/v1/chat/completions/derender"
+    with OurServer(model_dir, max_len, log_dir) as ours:
+        assert ours.proc is not None
+        ours_full = measure(ours.proc.pid, ours.url + path, ids, prompt, False, len(ids))
+        ours_prefix = measure(ours.proc.pid, ours.url + path, ids, prompt, False, args.ref_tokens)
+    with RefRenderServer(model_dir, PARSER_FLAGS + ("--max-model-len", str(max_len)), log_dir) as ref:
+        assert ref._proc is not None
+        ref_prefix = measure(ref._proc.pid, ref.url + path, ids, prompt, True, args.ref_tokens)
+    result = {
+        "bench": "stream_derender",
+        "prompt_tokens": len(prompt),
+        "ours": ours_full,
+        "ours_on_ref_prefix": ours_prefix,
+        "vllm_0_33": ref_prefix,
+        "cpu_ratio_same_prefix": round(ref_prefix["cpu_s"] / max(ours_prefix["cpu_s"], 1e-9), 1),
+        "note": f"reference bounded to {ref_prefix['tokens']} tokens (O(n^2) replay); "
+        "no extrapolation",
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

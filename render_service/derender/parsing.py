@@ -1,0 +1,90 @@
+"""The chat parser as derender uses it: built from the server flags plus a request's settings.
+
+Parser objects are immutable configuration, so they are cached (LRU) by the settings they
+depend on; a stream's chunks then reuse one parser instead of rebuilding it per chunk.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from threading import Lock
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from render_service.config import ServiceConfig
+from render_service.derender.settings import ChatSettings
+
+if TYPE_CHECKING:
+    from parsers.chat import ChatParser
+
+__all__ = ["ParserFactory"]
+
+# Distinct (tools, tool_choice, kwargs...) combinations kept alive; a parser is a few KB.
+_CACHE_SIZE = 256
+
+
+class ParserFactory:
+    def __init__(self, config: ServiceConfig, tokenizer: Any, special_tokens: Sequence[str]):
+        self.reasoning_name = config.reasoning_parser
+        self.tool_name = config.tool_call_parser
+        self.enable_auto_tools = config.enable_auto_tool_choice
+        self._tokenizer = tokenizer
+        self._special_tokens = tuple(special_tokens)
+        self._cache: OrderedDict[bytes, ChatParser] = OrderedDict()
+        self._lock = Lock()
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.reasoning_name or self.tool_name)
+
+    @property
+    def has_tool_parser(self) -> bool:
+        return bool(self.tool_name)
+
+    def get(self, settings: ChatSettings) -> ChatParser:
+        key = orjson.dumps(
+            [
+                settings.tools,
+                settings.tool_choice,
+                settings.parallel_tool_calls,
+                settings.include_reasoning,
+                settings.chat_template_kwargs,
+            ],
+            option=orjson.OPT_SORT_KEYS,
+        )
+        with self._lock:
+            parser = self._cache.get(key)
+            if parser is not None:
+                self._cache.move_to_end(key)
+                return parser
+        parser = self._build(settings)
+        with self._lock:
+            self._cache[key] = parser
+            if len(self._cache) > _CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return parser
+
+    def _build(self, settings: ChatSettings) -> ChatParser:
+        # Imported on first use: a server without parsers never loads them.
+        from parsers.chat import ChatOptions, ChatParser
+        from parsers.registry import get_reasoning_parser, get_tool_parser
+
+        reasoning = None
+        if self.reasoning_name:
+            reasoning = get_reasoning_parser(self.reasoning_name)(
+                self._tokenizer,
+                settings.chat_template_kwargs,
+                special_tokens=self._special_tokens,
+            )
+        tool = None
+        if self.tool_name:
+            tool = get_tool_parser(self.tool_name)(self._tokenizer, settings.tools)
+        options = ChatOptions(
+            tool_choice=settings.tool_choice,
+            parallel_tool_calls=settings.parallel_tool_calls,
+            include_reasoning=settings.include_reasoning,
+            enable_auto_tools=self.enable_auto_tools,
+        )
+        return ChatParser(reasoning, tool, options)

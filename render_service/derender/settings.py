@@ -1,0 +1,156 @@
+"""The compact request settings derender reads, extracted once from chat/completion requests.
+
+A streaming state carries these (a few hundred bytes plus the tools the parser needs) so that
+after the first chunk the client may stop sending `chat_request`. They are exactly the fields
+vLLM 0.33 derender reads from the request, with vLLM's defaults when there is no request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from render_service.derender.logprobs import chat_top_limit, completion_top_limit
+from render_service.derender.stops import StopRules
+
+__all__ = ["ChatSettings", "CompletionSettings", "compact_tools"]
+
+
+def _stop_list(stop: Any) -> tuple[str, ...]:
+    """The request's `stop` as SamplingParams normalises it (empty strings dropped)."""
+    if not stop:
+        return ()
+    return (stop,) if isinstance(stop, str) else tuple(s for s in stop if s)
+
+
+def _dump(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(exclude_none=True)
+    return value
+
+
+def compact_tools(tools: Any) -> list[dict[str, Any]] | None:
+    """Tools as far as a parser needs them: type, name and parameter schema (no descriptions)."""
+    if tools is None:
+        return None
+    out = []
+    for tool in tools:
+        tool = _dump(tool)
+        function = dict(tool.get("function") or {})
+        function.pop("description", None)
+        out.append({"type": tool.get("type", "function"), "function": function})
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Common:
+    has_request: bool = False
+    return_token_ids: bool = False
+    top_limit: int | None = None
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    include_stop_str_in_output: bool = False
+    ignore_eos: bool = False
+    min_tokens: int = 0
+    skip_special_tokens: bool | None = None
+    spaces_between_special_tokens: bool = True
+
+    @property
+    def stop_rules(self) -> StopRules | None:
+        if not self.has_request:
+            return None
+        return StopRules(
+            self.stop,
+            self.stop_token_ids,
+            self.include_stop_str_in_output,
+            self.ignore_eos,
+            self.min_tokens,
+        )
+
+    def skip_special(self, preserve_special: bool) -> bool:
+        """vLLM's `_decode_params`: a parser needs special tokens; else the request decides."""
+        if preserve_special:
+            return False
+        return not self.has_request or self.skip_special_tokens is not False
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _common_fields(req: Any) -> dict[str, Any]:
+    return {
+        "has_request": True,
+        "return_token_ids": bool(getattr(req, "return_token_ids", False)),
+        "stop": _stop_list(getattr(req, "stop", None)),
+        "stop_token_ids": tuple(getattr(req, "stop_token_ids", None) or ()),
+        "include_stop_str_in_output": bool(getattr(req, "include_stop_str_in_output", False)),
+        "ignore_eos": bool(getattr(req, "ignore_eos", False)),
+        "min_tokens": int(getattr(req, "min_tokens", 0) or 0),
+        "skip_special_tokens": getattr(req, "skip_special_tokens", None),
+        "spaces_between_special_tokens": bool(
+            getattr(req, "spaces_between_special_tokens", True)
+        ),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class ChatSettings(_Common):
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: Any = "none"
+    parallel_tool_calls: bool | None = True
+    include_reasoning: bool = True
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_request(
+        cls, req: Any, resolve_kwargs: Callable[[Any], dict[str, Any]]
+    ) -> ChatSettings:
+        return cls(
+            **_common_fields(req),
+            top_limit=chat_top_limit(
+                getattr(req, "logprobs", False),
+                getattr(req, "top_logprobs", 0),
+                bool(getattr(req, "logprob_token_ids", None)),
+            ),
+            tools=compact_tools(getattr(req, "tools", None)),
+            tool_choice=_dump(getattr(req, "tool_choice", "none")),
+            parallel_tool_calls=getattr(req, "parallel_tool_calls", True),
+            include_reasoning=bool(getattr(req, "include_reasoning", True)),
+            chat_template_kwargs=dict(resolve_kwargs(req)),
+        )
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ChatSettings:
+        return cls(**_tuples(data))
+
+    @property
+    def forced_named_tool(self) -> bool:
+        return isinstance(self.tool_choice, dict)
+
+    @property
+    def forces_tool_calls(self) -> bool:
+        return self.forced_named_tool or self.tool_choice == "required"
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionSettings(_Common):
+    @classmethod
+    def from_request(cls, req: Any) -> CompletionSettings:
+        return cls(
+            **_common_fields(req),
+            top_limit=completion_top_limit(
+                getattr(req, "logprobs", None), bool(getattr(req, "logprob_token_ids", None))
+            ),
+        )
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CompletionSettings:
+        return cls(**_tuples(data))
+
+
+def _tuples(data: dict[str, Any]) -> dict[str, Any]:
+    out = dict(data)
+    for key in ("stop", "stop_token_ids"):
+        out[key] = tuple(out.get(key) or ())
+    return out

@@ -1,0 +1,107 @@
+"""The per-choice streaming state echoed by clients, and its signed envelope.
+
+`ChoiceState` is everything a replica needs to continue one choice of one stream without
+replay: the detokenizer window (a few token strings), the chat parser's state (held marker
+text and at most the in-flight tool call), the stop-string scan (bounded by the longest stop
+string), the logprob repair context (4 ids), counters, and the compact request settings
+(`settings`, see `render_service.derender.settings`). None of it grows with the prompt or the
+output.
+
+On the wire it travels inside `StreamStateCodec`'s MAC'd envelope. The MAC binding is
+(endpoint kind, engine request id, choice index, config fingerprint), so a state cannot be
+replayed into another request, another choice, the other endpoint, or a replica with other
+model/template/parser settings. Usage-only chunks carry no choice index; for them the index
+is read from the (still unverified) payload first and then verified by the MAC.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import zlib
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import orjson
+
+from parsers._errors import StateError
+from parsers._state import JsonState
+from parsers.detokenizer import DetokState
+from render_service.derender.stops import StopScanState
+from render_service.errors import StreamStateError
+from render_service.stream_state import StreamStateCodec
+
+__all__ = ["ChoiceState", "StateEnvelope"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceState(JsonState):
+    VERSION: ClassVar[int] = 1
+
+    kind: str  # "chat" | "completion"
+    index: int  # choice index this state belongs to
+    settings: dict[str, Any]  # compact request settings (settings.ChatSettings.to_json())
+    detok: DetokState
+    parser: dict[str, Any] | None = None  # the chat parser's JsonState, as JSON
+    stop: StopScanState | None = None  # only when the request has stop strings
+    role_sent: bool = False
+    lp_context: tuple[int, ...] = ()  # last sampled ids, for U+FFFD repair across chunks
+    lp_text_offset: int = 0  # completions: absolute logprobs text_offset
+    tools_streamed: bool = False
+    prompt_len: int = 0  # for the max_model_len bound on later chunks
+    n_tokens: int = 0  # output tokens so far (same bound)
+    done: bool = False  # a stop string ended the choice; later chunks are ignored
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("chat", "completion") or min(self.index, self.lp_text_offset) < 0:
+            raise ValueError("bad kind, index or offset")
+        if min(self.prompt_len, self.n_tokens) < 0:
+            raise ValueError("negative counter")
+        if len(self.lp_context) > 4:
+            raise ValueError("logprob context longer than 4 ids")
+
+
+@dataclass(frozen=True, slots=True)
+class StateEnvelope:
+    """Signs and checks `ChoiceState`s for one endpoint kind and one server configuration."""
+
+    codec: StreamStateCodec
+    fingerprint: str
+
+    def _binding(self, kind: str, request_id: str, index: int) -> str:
+        return f"{kind}\x1f{request_id}\x1f{index}\x1f{self.fingerprint}"
+
+    def seal(self, state: ChoiceState, request_id: str) -> dict[str, str]:
+        return self.codec.encode(
+            state.to_json(), binding=self._binding(state.kind, request_id, state.index)
+        )
+
+    def open(self, wire: object, kind: str, request_id: str, index: int | None) -> ChoiceState:
+        """Verify and decode; `index` None (usage-only chunk) reads it from the payload first."""
+        if index is None:
+            index = self._claimed_index(wire)
+        data = self.codec.decode(wire, binding=self._binding(kind, request_id, index))
+        data.pop("issued_at", None)
+        try:
+            state = ChoiceState.from_json(data)
+        except StateError as exc:
+            raise StreamStateError(f"invalid stream_state: {exc}") from exc
+        if state.kind != kind or state.index != index:
+            raise StreamStateError("invalid stream_state: belongs to another choice or endpoint")
+        return state
+
+    def _claimed_index(self, wire: object) -> int:
+        token = wire.get("rs") if isinstance(wire, dict) else None
+        parts = token.split(".") if isinstance(token, str) else []
+        if len(parts) != 3 or len(token) > self.codec.max_bytes:
+            self.codec.decode(wire, binding="")  # raises the codec's precise error
+        try:
+            raw = base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4))
+            inflater = zlib.decompressobj()
+            data = orjson.loads(inflater.decompress(raw, self.codec.max_bytes * 8))
+            index = data["index"]
+        except (binascii.Error, ValueError, zlib.error, orjson.JSONDecodeError, KeyError, TypeError):
+            raise StreamStateError("invalid stream_state: corrupt payload") from None
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            raise StreamStateError("invalid stream_state: corrupt payload")
+        return index
