@@ -37,8 +37,7 @@ import httpx
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests" / "render"))
-from ref_server import PARSER_FLAGS, RefRenderServer, build_render_model_dir, free_port  # noqa: E402
+from tests.render.ref_server import PARSER_FLAGS, RefRenderServer, build_render_model_dir, free_port  # noqa: E402
 
 from render_service.api import Renderer  # noqa: E402
 from render_service.config import ServiceConfig  # noqa: E402

@@ -34,9 +34,9 @@ import httpx
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "reliability"))
+sys.path.insert(0, str(ROOT))
 
-from reliability_support import (  # noqa: E402
+from tests.reliability.reliability_support import (  # noqa: E402
     EOS,
     SCRIPTED_OUTPUTS,
     batch_body,

@@ -30,8 +30,8 @@ import httpx
 import orjson
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "render"))
-from ref_server import PARSER_FLAGS, RefRenderServer, build_render_model_dir, free_port  # noqa: E402
+sys.path.insert(0, str(REPO))
+from tests.render.ref_server import PARSER_FLAGS, RefRenderServer, build_render_model_dir, free_port  # noqa: E402
 
 REQUEST_ID = "generate-tokens-chatcmpl-bench"
 TOOLS = [

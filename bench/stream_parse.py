@@ -33,11 +33,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "parsers"))
 
-from chunking import collapse_events  # noqa: E402
-from tokenizers_util import qwen3  # noqa: E402
-from vllm_ref import VllmRef  # noqa: E402
+from tests.parsers.chunking import collapse_events  # noqa: E402
+from tests.parsers.tokenizers_util import qwen3  # noqa: E402
+from tests.parsers.vllm_ref import VllmRef  # noqa: E402
 
 from parsers import ChatOptions, ChatParser, DetokState, IncrementalDetokenizer  # noqa: E402
 from parsers.registry import get_reasoning_parser, get_tool_parser  # noqa: E402

@@ -45,8 +45,8 @@ class Vocab(Protocol):
 
 
 def make_tool_call_id(request_id: str, index: int) -> str:
-    """Deterministic tool-call id, shaped like vLLM's `chatcmpl-tool-<32 hex>`."""
-    digest = hashlib.blake2b(f"{request_id}:{index}".encode(), digest_size=16).hexdigest()
+    """Deterministic tool-call id, shaped like vLLM 0.33's `chatcmpl-tool-<16 hex>`."""
+    digest = hashlib.blake2b(f"{request_id}:{index}".encode(), digest_size=8).hexdigest()
     return f"chatcmpl-tool-{digest}"
 
 

@@ -130,7 +130,7 @@ def render_chat(ctx: RenderContext, body: Any, request_id_header: str | None) ->
         sampling=sampling,
         reasoning_ended=reasoning_ended,
         reasoning_kwargs=reasoning_kwargs,
-        parse_context=_parse_context(request, effective_kwargs),
+        parse_context=_parse_context(request, effective_kwargs, bundle.fingerprint),
     )
 
 
@@ -326,7 +326,11 @@ def _chat_sampling_inputs(request: ChatCompletionRequest, max_tokens: int, defau
     )
 
 
-def _parse_context(request: ChatCompletionRequest, kwargs: dict[str, Any]) -> dict[str, Any]:
+def _parse_context(
+    request: ChatCompletionRequest, kwargs: dict[str, Any], fingerprint: str
+) -> dict[str, Any]:
+    """vLLM's ParseContext plus `render_fingerprint` (ParseContext keeps unknown keys), which
+    derender checks so a stream split by other model/template/parser settings fails loudly."""
     choice = request.tool_choice
     return {
         "tools": [tool.model_dump() for tool in request.tools] if request.tools is not None else None,
@@ -335,6 +339,7 @@ def _parse_context(request: ChatCompletionRequest, kwargs: dict[str, Any]) -> di
         "include_reasoning": request.include_reasoning,
         "chat_template_kwargs": kwargs,
         "history_tool_call_cnt": count_history_tool_calls(request.messages),
+        "render_fingerprint": fingerprint,
     }
 
 

@@ -6,12 +6,9 @@ configuration shares it (a ModelBundle is immutable; only parser flags and secre
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `harness` package
 
 from render_service.config import ServiceConfig  # noqa: E402
 from render_service.derender_api import Derenderer  # noqa: E402

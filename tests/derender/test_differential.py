@@ -9,12 +9,11 @@ logprobs. Tool-call ids are compared by shape (vLLM's are random).
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import PARSER_FLAGS
-from helpers import (
+from .conftest import PARSER_FLAGS
+from .helpers import (
     EOS,
     REQUEST_ID,
     batch_view,
@@ -24,11 +23,10 @@ from helpers import (
     splits_of,
     stream,
 )
-from test_parser_stream import CALL_T, CALL_W, PROMPT, TOOLS
+from .test_parser_stream import CALL_T, CALL_W, PROMPT, TOOLS
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))
-from ref_server import PARSER_FLAGS as REF_FLAGS  # noqa: E402
-from ref_server import RefRenderServer, build_render_model_dir  # noqa: E402
+from ..render.ref_server import PARSER_FLAGS as REF_FLAGS  # noqa: E402
+from ..render.ref_server import RefRenderServer, build_render_model_dir  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 REPO = Path(__file__).resolve().parents[2]

@@ -8,11 +8,11 @@ The engine cannot take stop strings (tokens-only), so, as a gateway does, the te
 from __future__ import annotations
 
 import pytest
-from harness.engine_api import generate, generate_stream
-from harness.fixtures import tiny_model_dir, tokens_engine  # noqa: F401
-from harness.script_protocol import script_extra_args
-from helpers import batch_view, concat_chat, roundtrip, same_message
-from test_parser_stream import CALL_T, CALL_W, TOOLS
+from ..harness.engine_api import generate, generate_stream
+from ..harness.fixtures import tiny_model_dir, tokens_engine  # noqa: F401
+from ..harness.script_protocol import script_extra_args
+from .helpers import batch_view, concat_chat, roundtrip, same_message
+from .test_parser_stream import CALL_T, CALL_W, TOOLS
 
 from render_service.api import Renderer
 from render_service.config import ServiceConfig

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from fastapi.testclient import TestClient
-from helpers import EOS, REQUEST_ID
+from .helpers import EOS, REQUEST_ID
 
 from render_service.app import create_app
 from render_service.config import ServiceConfig

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import EOS, batch_chat, chat_request, splits_of, stream
+from .helpers import EOS, batch_chat, chat_request, splits_of, stream
 
 from render_service.errors import BadRequestError
 

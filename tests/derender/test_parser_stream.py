@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import PARSER_FLAGS
-from helpers import (
+from .conftest import PARSER_FLAGS
+from .helpers import (
     EOS,
     batch_chat,
     batch_view,

@@ -15,7 +15,7 @@ from render_service.gateway.config import GatewayConfig, HealthSettings, Timeout
 from render_service.gateway.gateway import Gateway
 from render_service.gateway.testing import ScriptedEngine
 
-from gateway_fakes import FakeCodec
+from .gateway_fakes import FakeCodec
 
 FAST_TIMEOUTS = Timeouts(connect_s=0.5, prefill_s=0.5, first_token_s=0.5, inter_token_s=0.5,
                          request_s=1.0)
@@ -66,7 +66,7 @@ def engines() -> dict[str, ScriptedEngine]:
 # -- end-to-end (real engines) ------------------------------------------------------------------
 from tests.harness.fixtures import engine_fleet, pd_engines, tiny_model_dir, tokens_engine  # noqa: E402,F401
 
-from e2e_support import Scripts, service_config  # noqa: E402
+from .e2e_support import Scripts, service_config  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import time
 import httpx
 import openai
 import pytest
-from e2e_support import CuttableProxy, HangingEngine, running
+from .e2e_support import CuttableProxy, HangingEngine, running
 from prometheus_client import REGISTRY
 
 from render_service.gateway.config import Timeouts

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from e2e_support import dead_url, running
+from .e2e_support import dead_url, running
 from prometheus_client import REGISTRY
 
 from render_service.gateway.context import engine_body

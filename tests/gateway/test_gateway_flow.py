@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import orjson
-from conftest import fake_engines, running_gateway
-from gateway_fakes import MODEL, ids_of
+from .conftest import fake_engines, running_gateway
+from .gateway_fakes import MODEL, ids_of
 
 from render_service.gateway.testing import EOS_ID, ScriptedEngine
 

@@ -86,7 +86,7 @@ def test_prefix_aware_falls_back_when_imbalanced() -> None:
 
 async def test_prefix_aware_routes_repeat_prompts_to_same_engine() -> None:
     """Through the gateway: the same long prompt keeps landing on one engine of two."""
-    from conftest import fake_engines, running_gateway
+    from .conftest import fake_engines, running_gateway
 
     engines = fake_engines("http://e0", "http://e1")
     body = {"messages": [{"role": "user", "content": "x" * 100}]}

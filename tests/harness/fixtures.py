@@ -1,7 +1,7 @@
 """Session-scoped pytest fixtures for real vLLM CPU engines.
 
 Import them into a conftest.py (they are plain fixtures, not a plugin):
-    from harness.fixtures import engine_fleet, pd_engines, tiny_model_dir, tokens_engine
+    from tests.harness.fixtures import engine_fleet, pd_engines, tiny_model_dir, tokens_engine
 
 - `tiny_model_dir` -> Path of the cached tiny Qwen3 folder (built once).
 - `tokens_engine`  -> base URL of one collocated tokens-only engine (scripted logits loaded).

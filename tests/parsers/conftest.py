@@ -6,14 +6,11 @@ This directory is put on sys.path so test modules (and the tool-parser tests) ca
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tokenizers_util import TokenizerBundle, deepseek_r1, qwen3  # noqa: E402
+from .tokenizers_util import TokenizerBundle, deepseek_r1, qwen3  # noqa: E402
 
 
 @pytest.fixture(scope="session")

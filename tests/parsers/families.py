@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from corpus import GRANITE_CORPUS, reasoning_corpus
-from tokenizers_util import TokenizerBundle, deepseek_r1, glm_like, mistral_like, qwen3
+from .corpus import GRANITE_CORPUS, reasoning_corpus
+from .tokenizers_util import TokenizerBundle, deepseek_r1, glm_like, mistral_like, qwen3
 
 from parsers import ReasoningResult
 from parsers._base import ReasoningParser
@@ -45,6 +45,6 @@ def corpus_for(family: str) -> list[tuple[str, str]]:
 
 
 def expected_collapsed(result: ReasoningResult):
-    from chunking import Collapsed
+    from .chunking import Collapsed
 
     return Collapsed(result.reasoning or "", result.content or "")

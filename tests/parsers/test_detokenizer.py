@@ -8,10 +8,10 @@ import json
 import random
 
 import pytest
-from chunking import assert_chunking_invariant, collapse_text
+from .chunking import assert_chunking_invariant, collapse_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tokenizers_util import TokenizerBundle, deepseek_r1, qwen3
+from .tokenizers_util import TokenizerBundle, deepseek_r1, qwen3
 
 from parsers import DetokState, IncrementalDetokenizer, StateError
 from parsers.detokenizer import MAX_WINDOW_TOKENS

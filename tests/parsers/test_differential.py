@@ -12,10 +12,10 @@ import json
 import random
 
 import pytest
-from chunking import Collapsed, run_split
-from families import FAMILIES, build, bundle_for, corpus_for
-from tokenizers_util import deepseek_r1, qwen3
-from vllm_ref import VllmRef
+from .chunking import Collapsed, run_split
+from .families import FAMILIES, build, bundle_for, corpus_for
+from .tokenizers_util import deepseek_r1, qwen3
+from .vllm_ref import VllmRef
 
 from parsers import ChatOptions, ChatParser, IncrementalDetokenizer
 from parsers.registry import get_tool_parser
@@ -114,7 +114,7 @@ CASES = [(f, c, t) for f in FAMILIES for c, t in corpus_for(f)]
 
 
 def _ours_stream(parser, bundle, text: str) -> Collapsed:
-    from chunking import collapse_events
+    from .chunking import collapse_events
 
     pieces = bundle.pieces(text)
     events = run_split(parser.feed, parser.finish, parser.initial_state(), parser.state_type(),
@@ -221,7 +221,7 @@ def test_combined_matches_vllm_batch(ref, reasoning: str, mode: str, case_id: st
     assert ours.content == theirs["content"]
     assert [(c.name, json.loads(c.arguments)) for c in ours.tool_calls] == _norm_calls(theirs["tool_calls"])
     # Our stream (per token, state JSON-round-tripped) concatenates to our batch result.
-    from chunking import collapse_events
+    from .chunking import collapse_events
 
     pieces = bundle.pieces(text)
     events = run_split(lambda s, t: parser.feed(s, t, "req"), lambda s: parser.finish(s, "req"),

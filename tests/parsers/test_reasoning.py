@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from chunking import assert_chunking_invariant
-from families import FAMILIES, build, bundle_for, corpus_for, expected_collapsed
+from .chunking import assert_chunking_invariant
+from .families import FAMILIES, build, bundle_for, corpus_for, expected_collapsed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

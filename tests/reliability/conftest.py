@@ -6,16 +6,13 @@ differ only in serving options (limits, API key, trust flags), which the bundle 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from reliability_support import ThreadServer, service_config  # noqa: E402
+from .reliability_support import ThreadServer, service_config  # noqa: E402
 
 from render_service.app import create_app  # noqa: E402
 from render_service.model import ModelBundle  # noqa: E402

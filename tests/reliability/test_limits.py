@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from reliability_support import EOS, PARSER_FLAGS, TOOLS, stream_chunks
+from .reliability_support import EOS, PARSER_FLAGS, TOOLS, stream_chunks
 
 from render_service.config import Limits
 

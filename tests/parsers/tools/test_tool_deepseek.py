@@ -4,7 +4,7 @@ against vLLM 0.33's DeepSeekV3ToolParser and DeepSeekV31ToolParser."""
 from __future__ import annotations
 
 import pytest
-from tool_parser_support import assert_matches_vllm, assert_split_invariant, deepseek
+from .tool_parser_support import assert_matches_vllm, assert_split_invariant, deepseek
 
 from parsers.tools.deepseek_v3 import DeepSeekV3ToolParser
 from parsers.tools.deepseek_v31 import DeepSeekV31ToolParser

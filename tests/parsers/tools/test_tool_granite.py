@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from tool_parser_support import WEATHER_TOOLS, assert_matches_vllm, assert_split_invariant, qwen3
+from .tool_parser_support import WEATHER_TOOLS, assert_matches_vllm, assert_split_invariant, qwen3
 
 from parsers._base import make_tool_call_id
 from parsers.tools.granite import GraniteToolParser

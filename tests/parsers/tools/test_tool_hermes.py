@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from tool_parser_support import assert_matches_vllm, assert_split_invariant, qwen3
+from .tool_parser_support import assert_matches_vllm, assert_split_invariant, qwen3
 
 from parsers._base import make_tool_call_id
 from parsers.tools.hermes_parser import HermesToolParser

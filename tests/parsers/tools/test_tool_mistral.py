@@ -4,7 +4,7 @@ differential tests against vLLM 0.33's MistralToolParser (legacy [TOOL_CALLS] pa
 from __future__ import annotations
 
 import pytest
-from tool_parser_support import assert_matches_vllm, assert_split_invariant, mistral_v3
+from .tool_parser_support import assert_matches_vllm, assert_split_invariant, mistral_v3
 
 from parsers.tools.mistral import MistralToolParser, mistral_tool_call_id
 

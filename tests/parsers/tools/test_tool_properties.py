@@ -19,7 +19,7 @@ from parsers.tools.llama3_json import Llama3JsonToolParser
 from parsers.tools.mistral import MistralToolParser
 from parsers.tools.pythonic import Llama4PythonicToolParser, PythonicToolParser
 from parsers.tools.qwen3_coder import Qwen3CoderToolParser
-from tool_parser_support import WEATHER_TOOLS
+from .tool_parser_support import WEATHER_TOOLS
 
 PARSERS: list[StreamingToolParser] = [
     HermesToolParser(None, []),

@@ -4,7 +4,7 @@ against vLLM 0.33's PythonicToolParser and Llama4PythonicToolParser."""
 from __future__ import annotations
 
 import pytest
-from tool_parser_support import assert_matches_vllm, assert_split_invariant, llama3, llama4
+from .tool_parser_support import assert_matches_vllm, assert_split_invariant, llama3, llama4
 
 from parsers.tools.pythonic import Llama4PythonicToolParser, PythonicToolParser
 
