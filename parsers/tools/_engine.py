@@ -17,7 +17,8 @@ the common "Let me check.\\n\\n<tool_call>" case streams exactly the batch conte
 
 State use (documented here for both families): in the phases before the first tool event,
 `pending` is the whitespace run held back at the end of the content so far (bounded by
-MAX_HELD_CHARS); from the first tool event on it is that run plus the deferred content (bounded
+MAX_HELD_CHARS: a longer run is streamed, a divergence only when a call or an empty call slot
+follows it); from the first tool event on it is that run plus the deferred content (bounded
 by MAX_TOOL_CALL_CHARS with the in-flight call). `flag` is "non-whitespace content emitted".
 
 Argument types
@@ -39,12 +40,13 @@ from parsers._base import MAX_HELD_CHARS
 from parsers.tools._base import Run, is_json, json_dumps, json_loads
 
 __all__ = [
+    "WS",
     "ContentHold",
-    "fix_arg_types",
     "coerce_to_schema_type",
-    "schema_types",
-    "name_in_args",
+    "fix_arg_types",
     "name_and_args_from_json",
+    "name_in_args",
+    "schema_types",
 ]
 
 
@@ -91,7 +93,10 @@ class ContentHold:
 
 # -- names ---------------------------------------------------------------------------------
 
-_NAME_IN_ARGS = re.compile(r'"name"\s*:\s*"([^"]*)"')
+# Unicode White_Space run: what `\s*` means in the `regex` module vLLM's patterns use
+# (Python's `re` would also match U+001C..U+001F).
+WS = "[\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*"
+_NAME_IN_ARGS = re.compile(rf'"name"{WS}:{WS}"([^"]*)"')
 
 
 def name_in_args(raw: str) -> str:

@@ -40,6 +40,7 @@ are plain text to it, as `<tool_call>` is to Granite 3.1).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 from parsers.tools._base import (
@@ -218,7 +219,9 @@ class GraniteToolParser(StreamingToolParser):
             return True
         return bool(self._bail(run, 0, ContentHold.after_event, Phase.AFTER))
 
-    def _bail(self, run: Run, at: int, sink, resume: Phase) -> bool | None:
+    def _bail(
+        self, run: Run, at: int, sink: Callable[[Run, str], None], resume: Phase
+    ) -> bool | None:
         """A character the array grammar does not allow at `at`: the region ends there, and
         that character (with the rest of the marker literal it starts) is content. None: the
         text from `at` may still become a marker literal (content whole), wait for more."""

@@ -54,9 +54,10 @@ Not covered: special tokens vLLM's engine removes from text when it has the toke
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
+from parsers._base import Vocab
 from parsers.tools._base import (
     Phase,
     Run,
@@ -66,6 +67,7 @@ from parsers.tools._base import (
     marker_prefix_len,
 )
 from parsers.tools._engine import (
+    WS,
     ContentHold,
     fix_arg_types,
     name_and_args_from_json,
@@ -91,14 +93,14 @@ AFTER_CALL = {FUNC_END: Phase.BETWEEN, TOOL_END: Phase.AFTER, TOOL_START: Phase.
               FUNC_PREFIX: Phase.CALL}  # fmt: skip
 
 _PARAMETER = re.compile(
-    r"<\s*parameter\s*=\s*([^>]*)>(.*?)(?:<\s*/\s*parameter\s*>|(?=<\s*parameter\s*=))",
+    rf"<{WS}parameter{WS}={WS}([^>]*)>(.*?)(?:<{WS}/{WS}parameter{WS}>|(?=<{WS}parameter{WS}=))",
     re.DOTALL,
 )
 
 
 def _trim_newline(value: str) -> str:
-    value = value[1:] if value.startswith("\n") else value
-    return value[:-1] if value.endswith("\n") else value
+    value = value.removeprefix("\n")
+    return value.removesuffix("\n")
 
 
 def qwen3_xml_arguments(body: str) -> str:
@@ -116,7 +118,7 @@ class Qwen3CoderToolParser(StreamingToolParser):
 
     def __init__(
         self,
-        vocab: Any,
+        vocab: Vocab | None,
         tools: Sequence[Mapping[str, Any]] | None = None,
         *,
         think_end_is_content: bool = False,
@@ -132,7 +134,11 @@ class Qwen3CoderToolParser(StreamingToolParser):
             self._content_targets[THINK_END] = None
 
     def _text_phase(
-        self, run: Run, targets: dict[str, Phase | None], sink, at_end
+        self,
+        run: Run,
+        targets: Mapping[str, Phase | None],
+        sink: Callable[[Run, str], None],
+        at_end: Callable[[Run], None],
     ) -> bool:
         """Text to `sink` up to the first of `targets` (None: drop the literal and stay)."""
         markers = tuple(targets)

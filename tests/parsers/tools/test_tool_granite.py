@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from .tool_parser_support import WEATHER_TOOLS, assert_matches_vllm, assert_split_invariant, qwen3
 
 from parsers._base import make_tool_call_id
 from parsers.tools.granite import GraniteToolParser
+
+from .tool_parser_support import WEATHER_TOOLS, assert_matches_vllm, assert_split_invariant, qwen3
 
 W = '{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c", "days": "3"}}'
 S = '{"name": "search", "arguments": {"query": "北京 天气 🌧️", "filters": {"a": [1, 2.5, {"b": null}]}}}'

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from .tool_parser_support import assert_matches_vllm, assert_split_invariant, qwen3
 
 from parsers._base import make_tool_call_id
 from parsers._errors import LimitExceededError
 from parsers.tools._base import MAX_TOOL_CALL_CHARS
 from parsers.tools.qwen3_coder import Qwen3CoderToolParser
+
+from .tool_parser_support import assert_matches_vllm, assert_split_invariant, qwen3
 
 TOOLS = [
     {
@@ -92,7 +93,7 @@ CORPUS: dict[str, str] = {
     "think_end_in_content": "done</think>\n\nAnswer <tool</think>_call> here",
     "lone_angle_brackets": "a < b > c, <function but not a call>, x >= y",
     "consecutive_without_end": CALL_W.removesuffix("</tool_call>") + "<tool_call>\n<function=get_weather>\n<parameter=city>\nNice\n</parameter>\n</function>\n</tool_call>",
-    "repeated_parameter": call("get_weather", city="A") .replace("</function>", "<parameter=city>\nB\n</parameter>\n</function>"),
+    "repeated_parameter": call("get_weather", city="A").replace("</function>", "<parameter=city>\nB\n</parameter>\n</function>"),
     "name_from_json_body": '<function=>{"name": "get_weather", "arguments": {"city": "X"}}</function>',
 }
 
@@ -174,7 +175,8 @@ def test_qwen3_coder_ids_are_deterministic(parser: Qwen3CoderToolParser) -> None
 def test_qwen3_coder_divergence_leading_whitespace(parser: Qwen3CoderToolParser) -> None:
     """Named divergence: leading whitespace before prose and a call is kept (vLLM's batch
     strips it; the prose streams before the call is known). Trailing whitespace is dropped."""
-    assert parser.parse(CORPUS["leading_whitespace_before_call"], "r").content == "\n\nLet me look that up."
+    result = parser.parse(CORPUS["leading_whitespace_before_call"], "r")
+    assert result.content == "\n\nLet me look that up."
 
 
 def test_qwen3_coder_divergence_whitespace_name(parser: Qwen3CoderToolParser) -> None:
@@ -188,7 +190,8 @@ def test_qwen3_coder_divergence_whitespace_name(parser: Qwen3CoderToolParser) ->
 
 def test_qwen3_coder_emits_call_whole_when_closed(parser: Qwen3CoderToolParser) -> None:
     """Content streams before the call; the call is emitted whole at `</function>`."""
-    state, events = parser.feed(parser.initial_state(), "Hi there\n<tool_call>\n<function=get_weather>\n", "r")
+    head = "Hi there\n<tool_call>\n<function=get_weather>\n"
+    state, events = parser.feed(parser.initial_state(), head, "r")
     assert [type(e).__name__ for e in events] == ["ContentDelta"] and events[0].text == "Hi there"
     state, events = parser.feed(state, "<parameter=days>\n5\n</parameter>\n", "r")
     assert events == []
