@@ -122,6 +122,9 @@ class ChatSettings(_Common):
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ChatSettings:
+        """Rebuild from a (signed) state; types are checked because a replica of another
+        version may have signed it. Raises TypeError on a field of the wrong type."""
+        _check_chat_types(data)
         return cls(**_tuples(data))
 
     @property
@@ -147,6 +150,21 @@ class CompletionSettings(_Common):
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CompletionSettings:
         return cls(**_tuples(data))
+
+
+def _check_chat_types(data: dict[str, Any]) -> None:
+    tools = data.get("tools")
+    if tools is not None and not (
+        isinstance(tools, list) and all(isinstance(tool, dict) for tool in tools)
+    ):
+        raise TypeError("settings.tools must be a list of objects")
+    if not isinstance(data.get("tool_choice", "none"), str | dict | None):
+        raise TypeError("settings.tool_choice must be a string or an object")
+    if not isinstance(data.get("chat_template_kwargs", {}), dict):
+        raise TypeError("settings.chat_template_kwargs must be an object")
+    for name in ("parallel_tool_calls", "include_reasoning"):
+        if not isinstance(data.get(name, True), bool | None):
+            raise TypeError(f"settings.{name} must be a boolean")
 
 
 def _tuples(data: dict[str, Any]) -> dict[str, Any]:

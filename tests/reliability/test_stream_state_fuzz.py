@@ -193,10 +193,6 @@ def _seal_payload(derenderer, payload: dict[str, Any]) -> dict[str, str]:  # noq
     return envelope.codec.encode(body, binding=envelope._binding("chat", REQUEST_ID, 0))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "derender/settings.py ChatSettings.from_json does not type-check signed settings: tools=[null] "
-    "or a non-dict chat_template_kwargs/tool_choice -> TypeError/ValueError in parsers/_base.py "
-    "(500). Reachable only with the secret (replica version skew)."))
 def test_signed_value_corruptions_give_output_or_a_typed_400(derenderer, stream) -> None:  # noqa: ANN001
     payload = _open_payload(derenderer, stream["state"])
     paths = [p for p in _paths(payload) if p]  # the root is replaced in the structural test
