@@ -114,9 +114,18 @@ class ToolParser(abc.ABC):
 
     name: ClassVar[str]
 
-    def __init__(self, vocab: Vocab, tools: Sequence[Mapping[str, Any]] | None = None):
+    def __init__(
+        self,
+        vocab: Vocab,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        max_call_chars: int | None = None,
+    ):
+        """`max_call_chars`: bound on one in-flight tool call's text (None: the family's
+        default); it can only lower the family's ceiling, which bounds restored states too."""
         self.vocab = vocab
         self.tools = [dict(t) for t in (tools or [])]
+        self.max_call_chars = max_call_chars
 
     @abc.abstractmethod
     def initial_state(self) -> JsonState: ...

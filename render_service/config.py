@@ -32,8 +32,9 @@ class Limits:
     render_timeout_s: float = 30.0
     # Rendered template text above this is refused (a template that "produces gigabytes").
     max_template_output_chars: int = 16 * 1024 * 1024
-    # Text of one in-flight tool call held by a streaming parser.
-    max_tool_call_chars: int = 1024 * 1024
+    # Text of one in-flight tool call held by a streaming parser; at most the parsers' ceiling
+    # (parsers.tools._base.MAX_TOOL_CALL_CHARS, 512 Ki chars), which also bounds restored states.
+    max_tool_call_chars: int = 512 * 1024
     # Bytes of one echoed stream_state.
     max_stream_state_bytes: int = 2 * 1024 * 1024
     # Concurrent requests per worker before 503.

@@ -263,9 +263,11 @@ class StreamingToolParser(ToolParser):
                 break
             if before == (len(run.buf), run.phase, run.n_calls, len(run.events), len(run.pending)):
                 raise ParseError(f"{self.name}: internal error, phase {run.phase} made no progress")
-        if len(run.buf) + len(run.pending) > MAX_TOOL_CALL_CHARS:
+        limit = min(self.max_call_chars or MAX_TOOL_CALL_CHARS, MAX_TOOL_CALL_CHARS)
+        if len(run.buf) + len(run.pending) > limit:
             raise LimitExceededError(
-                f"{self.name}: tool call text over MAX_TOOL_CALL_CHARS={MAX_TOOL_CALL_CHARS}"
+                f"{self.name}: a tool call's text exceeds the limit of {limit} characters "
+                "(--max-tool-call-chars)"
             )
         return run.to_state(), run.events
 

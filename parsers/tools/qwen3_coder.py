@@ -122,11 +122,12 @@ class Qwen3CoderToolParser(StreamingToolParser):
         tools: Sequence[Mapping[str, Any]] | None = None,
         *,
         think_end_is_content: bool = False,
+        max_call_chars: int | None = None,
     ):
         """`think_end_is_content`: keep `</think>` in content verbatim, as vLLM's serving
         layer does when no reasoning parser is configured (it sets the engine's
         `skip_reasoning_parsing`); by default it is dropped, as `extract_tool_calls` does."""
-        super().__init__(vocab, tools)
+        super().__init__(vocab, tools, max_call_chars=max_call_chars)
         self._content_targets: dict[str, Phase | None] = {
             TOOL_START: Phase.BLOCK, FUNC_PREFIX: Phase.CALL,
         }  # fmt: skip

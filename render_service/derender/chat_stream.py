@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from parsers._errors import ParserError
+from parsers._errors import LimitExceededError, ParserError
 from render_service.derender import bounds, responses
 from render_service.derender.assembly import DeltaParts, delta_parts, resolve_finish_reason
 from render_service.derender.chat import PARSER_NEEDS_REQUEST
@@ -112,6 +112,8 @@ def derender_chat_stream(
     if choice is not None and state is not None and not state.done:
         try:
             state, out_choice = _step(ctx, state, choice, request_id)
+        except LimitExceededError as exc:
+            raise BadRequestError(str(exc), param="generate_chunk") from exc
         except ParserError as exc:
             raise StreamStateError(f"invalid stream_state: derender failed ({exc})") from exc
         out_choices.append(out_choice)

@@ -30,6 +30,7 @@ class ParserFactory:
         self.reasoning_name = config.reasoning_parser
         self.tool_name = config.tool_call_parser
         self.enable_auto_tools = config.enable_auto_tool_choice
+        self.max_tool_call_chars = config.limits.max_tool_call_chars
         self._tokenizer = tokenizer
         self._special_tokens = tuple(special_tokens)
         self._cache: OrderedDict[bytes, ChatParser] = OrderedDict()
@@ -80,7 +81,9 @@ class ParserFactory:
             )
         tool = None
         if self.tool_name:
-            tool = get_tool_parser(self.tool_name)(self._tokenizer, settings.tools)
+            tool = get_tool_parser(self.tool_name)(
+                self._tokenizer, settings.tools, max_call_chars=self.max_tool_call_chars
+            )
         options = ChatOptions(
             tool_choice=settings.tool_choice,
             parallel_tool_calls=settings.parallel_tool_calls,

@@ -223,6 +223,35 @@ def test_oversized_streamed_tool_call_is_a_typed_400(default, bundle) -> None:  
     _still_serves(default)
 
 
+def test_max_tool_call_chars_flag_lowers_the_bound(default, make_app, serve, bundle) -> None:  # noqa: ANN001
+    """--max-tool-call-chars reaches the parsers: a 20k-char call held across chunks is refused
+    under a 10k limit, with a message naming the flag, and accepted under the default."""
+    tok = bundle.hf_tokenizer
+    head = tok.encode('<tool_call>\n{"name": "get_weather", "arguments": {"city": "',
+                      add_special_tokens=False)  # fmt: skip
+    tail = tok.encode('"}}\n</tool_call>', add_special_tokens=False)
+    ids = head + tok.encode("-" * 4096, add_special_tokens=False) * 5 + tail + [EOS]
+    chunks = stream_chunks("generate-tokens-toolflag", ids, split_sizes_fixed(len(ids), 20))
+    chat = {"messages": [USER], "tools": TOOLS, "chat_template_kwargs": {"enable_thinking": False}}
+
+    def run(client: httpx.Client) -> httpx.Response:
+        state, response = None, None
+        for k, chunk in enumerate(chunks):
+            body = {"stream": True, "generate_chunk": chunk, "stream_state": state}
+            if k == 0:
+                body |= {"chat_request": chat, "prompt_token_ids": [1, 2, 3]}
+            response = client.post("/v1/chat/completions/derender", json=body)
+            if response.status_code != 200:
+                break
+            state = response.json()["stream_state"]
+        assert response is not None
+        return response
+
+    assert run(default).status_code == 200
+    with httpx.Client(base_url=serve(make_app(limits={"max_tool_call_chars": 10_000})).url, timeout=60) as limited:
+        _error(run(limited), 400, "BadRequestError", "--max-tool-call-chars")
+
+
 def split_sizes_fixed(n: int, size: int) -> list[int]:
     return [size] * (n // size) + ([n % size] if n % size else [])
 
