@@ -15,7 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
-import orjson
 from fastapi import FastAPI, Request
 from starlette.responses import Response
 
@@ -25,6 +24,7 @@ from render_service.config import Limits, ServiceConfig
 from render_service.derender_api import Derenderer
 from render_service.errors import BadRequestError
 from render_service.http_errors import install_error_handlers
+from render_service.http_io import VLLM_API_VERSION, json_response, read_json_object
 from render_service.metrics import CONTENT_TYPE_LATEST, METRICS, render_metrics_text
 from render_service.middleware import ServiceMiddleware
 from render_service.model import ModelBundle
@@ -34,7 +34,6 @@ __all__ = ["create_app", "app_from_env", "CONFIG_ENV"]
 
 # The CLI hands the config to worker processes through this variable (JSON).
 CONFIG_ENV = "RENDER_SERVICE_CONFIG_JSON"
-VLLM_API_VERSION = "0.33.0"
 
 T = TypeVar("T")
 
@@ -65,22 +64,6 @@ class Service:
         return await loop.run_in_executor(self.pool, lambda: fn(*args, **kwargs))
 
 
-def _json(data: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS), status, media_type="application/json")
-
-
-async def _read_json_object(request: Request) -> dict[str, Any]:
-    content_type = request.headers.get("content-type", "")
-    if content_type.split(";")[0].strip().lower() != "application/json":
-        raise BadRequestError("Unsupported Media Type: Only 'application/json' is allowed")
-    raw = await request.body()
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise BadRequestError(f"JSON decode error: {exc}") from exc
-    if not isinstance(body, dict):
-        raise BadRequestError("The request body must be a JSON object.")
-    return body
 
 
 def _check_counts(request: Any, limits: Limits) -> None:
@@ -112,46 +95,46 @@ def _add_core_routes(app: FastAPI, service: Service) -> None:
 
     @app.post("/v1/chat/completions/render")
     async def render_chat(request: Request) -> Response:
-        body = await _read_json_object(request)
+        body = await read_json_object(request)
         _check_counts(body, limits)
         result = await service.run(renderer.render_chat, body, request_id_header=_request_id_header(request))
         METRICS.tokens_rendered.inc(len(result["token_ids"]))
-        return _json(result)
+        return json_response(result)
 
     @app.post("/v1/completions/render")
     async def render_completion(request: Request) -> Response:
-        body = await _read_json_object(request)
+        body = await read_json_object(request)
         result = await service.run(renderer.render_completion, body, request_id_header=_request_id_header(request))
         METRICS.tokens_rendered.inc(sum(len(r["token_ids"]) for r in result))
-        return _json(result)
+        return json_response(result)
 
     @app.post("/v1/chat/completions/derender")
     async def derender_chat(request: Request) -> Response:
-        body = await _read_json_object(request)
+        body = await read_json_object(request)
         _check_counts(body.get("chat_request"), limits)
-        return _json(await service.run(derenderer.derender_chat, body))
+        return json_response(await service.run(derenderer.derender_chat, body))
 
     @app.post("/v1/completions/derender")
     async def derender_completion(request: Request) -> Response:
-        body = await _read_json_object(request)
-        return _json(await service.run(derenderer.derender_completion, body))
+        body = await read_json_object(request)
+        return json_response(await service.run(derenderer.derender_completion, body))
 
     @app.post("/tokenize")
     async def tokenize(request: Request) -> Response:
-        body = await _read_json_object(request)
+        body = await read_json_object(request)
         _check_counts(body, limits)
-        return _json(await service.run(renderer.tokenize, body))
+        return json_response(await service.run(renderer.tokenize, body))
 
     @app.post("/detokenize")
     async def detokenize(request: Request) -> Response:
-        body = await _read_json_object(request)
-        return _json(await service.run(renderer.detokenize, body))
+        body = await read_json_object(request)
+        return json_response(await service.run(renderer.detokenize, body))
 
 
 def _add_info_routes(app: FastAPI, service: Service) -> None:
     @app.get("/v1/models")
     async def models() -> Response:
-        return _json(service.renderer.models())
+        return json_response(service.renderer.models())
 
     @app.get("/health")
     async def health() -> Response:
@@ -163,11 +146,11 @@ def _add_info_routes(app: FastAPI, service: Service) -> None:
 
     @app.get("/version")
     async def version() -> Response:
-        return _json({"version": __version__, "vllm_api_version": VLLM_API_VERSION})
+        return json_response({"version": __version__, "vllm_api_version": VLLM_API_VERSION})
 
     @app.get("/load")
     async def load() -> Response:
-        return _json({"server_load": service.pool._work_queue.qsize()})
+        return json_response({"server_load": service.pool._work_queue.qsize()})
 
     @app.get("/metrics")
     async def metrics() -> Response:

@@ -13,18 +13,17 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import Any
 
-import orjson
 from fastapi import FastAPI, Request
 from starlette.responses import Response
 
 from render_service import __version__
 from render_service.config import ServiceConfig
-from render_service.errors import BadRequestError
 from render_service.gateway.asgi import ClientDisconnected, SSEResponse, until_disconnect
 from render_service.gateway.codec import Codec, InProcessCodec
 from render_service.gateway.config import GatewayConfig
 from render_service.gateway.gateway import ClientFactory, Gateway, StreamResult
 from render_service.http_errors import install_error_handlers
+from render_service.http_io import VLLM_API_VERSION, json_response, read_json_object
 from render_service.metrics import CONTENT_TYPE_LATEST, render_metrics_text
 from render_service.middleware import ServiceMiddleware
 
@@ -34,31 +33,13 @@ _POST_ROUTES = ("/v1/chat/completions", "/v1/completions")
 _GET_ROUTES = ("/v1/models", "/health", "/ping", "/version", "/metrics")
 # nginx-style "client closed request"; nobody reads it, the access log does.
 _CLIENT_GONE = 499
-VLLM_API_VERSION = "0.33.0"
 
 
-async def _read_json_object(request: Request) -> dict[str, Any]:
-    """The body as a JSON object; vLLM's content-type and shape checks (both 400)."""
-    content_type = request.headers.get("content-type", "")
-    if content_type.split(";")[0].strip().lower() != "application/json":
-        raise BadRequestError("Unsupported Media Type: Only 'application/json' is allowed")
-    try:
-        body = orjson.loads(await request.body())
-    except orjson.JSONDecodeError as exc:
-        raise BadRequestError(f"JSON decode error: {exc}") from exc
-    if not isinstance(body, dict):
-        raise BadRequestError("The request body must be a JSON object.")
-    return body
-
-
-def _json(data: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS), status,
-                    media_type="application/json")
 
 
 def _add_generation_routes(app: FastAPI, gateway: Gateway) -> None:
     async def serve(endpoint: str, request: Request) -> Any:
-        body = await _read_json_object(request)
+        body = await read_json_object(request)
         try:
             result = await until_disconnect(
                 request.receive, gateway.handle(endpoint, body, request.headers.get("x-request-id")))
@@ -66,7 +47,7 @@ def _add_generation_routes(app: FastAPI, gateway: Gateway) -> None:
             return Response(status_code=_CLIENT_GONE)
         if isinstance(result, StreamResult):
             return SSEResponse(result.body, on_close=result.close)
-        return _json(result)
+        return json_response(result)
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Any:
@@ -80,7 +61,7 @@ def _add_generation_routes(app: FastAPI, gateway: Gateway) -> None:
 def _add_info_routes(app: FastAPI, gateway: Gateway) -> None:
     @app.get("/v1/models")
     async def models() -> Response:
-        return _json(gateway.codec.models())
+        return json_response(gateway.codec.models())
 
     @app.get("/health")
     async def health() -> Response:
@@ -92,7 +73,7 @@ def _add_info_routes(app: FastAPI, gateway: Gateway) -> None:
 
     @app.get("/version")
     async def version() -> Response:
-        return _json({"version": __version__, "vllm_api_version": VLLM_API_VERSION})
+        return json_response({"version": __version__, "vllm_api_version": VLLM_API_VERSION})
 
     @app.get("/metrics")
     async def metrics() -> Response:
