@@ -57,7 +57,7 @@ def _still_serves(client: httpx.Client) -> None:
 
 
 def test_limit_defaults_are_named_and_positive() -> None:
-    """Every limit has a named default (documented in docs/security.md)."""
+    """Every limit has a named default (documented in the README's Security section)."""
     limits = Limits()
     assert limits.max_body_bytes == 32 * 1024 * 1024
     assert limits.max_messages == 4096 and limits.max_tools == 512
