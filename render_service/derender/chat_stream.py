@@ -36,7 +36,7 @@ from render_service.derender.decoding import stream_text_step
 from render_service.derender.logprobs import chat_logprobs, context_tail, normalize_logprobs
 from render_service.derender.schemas import ChatStreamBody, StreamChoiceIn
 from render_service.derender.settings import ChatSettings
-from render_service.derender.state import ChoiceState
+from render_service.derender.state import ChoiceState, read_settings, resume_or_start
 from render_service.derender.stops import StopScan, drop_stop_token
 from render_service.errors import BadRequestError, StreamStateError
 
@@ -85,10 +85,7 @@ def _first_state(
 
 
 def _settings_of(state: ChoiceState) -> ChatSettings:
-    try:
-        return ChatSettings.from_json(state.settings)
-    except TypeError as exc:
-        raise StreamStateError("invalid stream_state: unreadable settings") from exc
+    return read_settings(state, ChatSettings.from_json)
 
 
 def derender_chat_stream(
@@ -96,14 +93,9 @@ def derender_chat_stream(
 ) -> dict[str, Any]:
     chunk_in = body.generate_chunk
     request_id = chunk_in.request_id
-    choice = chunk_in.choices[0] if len(chunk_in.choices) == 1 else None
-    index = choice.index if choice is not None else None
-    if body.stream_state is not None:
-        state = ctx.envelope.open(body.stream_state, "chat", request_id, index)
-    elif choice is not None:
-        state = _first_state(ctx, body, settings, choice.index)
-    else:
-        state = None
+    state, choice = resume_or_start(
+        ctx.envelope, "chat", body, lambda index: _first_state(ctx, body, settings, index)
+    )
     prior = state.n_tokens if state else 0
     prompt_len = state.prompt_len if state else len(body.prompt_token_ids or ())
     bounds.check_chunk(chunk_in, "chat", prompt_len, prior, ctx.max_model_len, ctx.max_logprobs)

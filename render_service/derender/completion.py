@@ -23,9 +23,9 @@ from render_service.derender.logprobs import (
 )
 from render_service.derender.schemas import CompletionBatchBody, CompletionStreamBody
 from render_service.derender.settings import CompletionSettings
-from render_service.derender.state import ChoiceState
+from render_service.derender.state import ChoiceState, read_settings, resume_or_start
 from render_service.derender.stops import drop_stop_token
-from render_service.errors import BadRequestError, StreamStateError
+from render_service.errors import BadRequestError
 
 __all__ = ["derender_completion_batch", "derender_completion_stream"]
 
@@ -116,10 +116,7 @@ def _first_state(
 
 
 def _settings_of(state: ChoiceState) -> CompletionSettings:
-    try:
-        return CompletionSettings.from_json(state.settings)
-    except TypeError as exc:
-        raise StreamStateError("invalid stream_state: unreadable settings") from exc
+    return read_settings(state, CompletionSettings.from_json)
 
 
 def derender_completion_stream(
@@ -127,14 +124,9 @@ def derender_completion_stream(
 ) -> dict[str, Any]:
     chunk_in = body.generate_chunk
     request_id = chunk_in.request_id
-    choice = chunk_in.choices[0] if len(chunk_in.choices) == 1 else None
-    index = choice.index if choice is not None else None
-    if body.stream_state is not None:
-        state = ctx.envelope.open(body.stream_state, "completion", request_id, index)
-    elif choice is not None:
-        state = _first_state(ctx, body, settings, choice.index)
-    else:
-        state = None
+    state, choice = resume_or_start(
+        ctx.envelope, "completion", body, lambda index: _first_state(ctx, body, settings, index)
+    )
     bounds.check_prompt_ids([body.prompt_token_ids], ctx.max_model_len)
     prior = state.n_tokens if state else 0
     prompt_len = state.prompt_len if state else len(body.prompt_token_ids or ())

@@ -21,7 +21,8 @@ import binascii
 import re
 import zlib
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
 
 
 from parsers._errors import StateError
@@ -31,7 +32,9 @@ from render_service.derender.stops import StopScanState
 from render_service.errors import StreamStateError
 from render_service.stream_state import StreamStateCodec
 
-__all__ = ["ChoiceState", "StateEnvelope"]
+__all__ = ["ChoiceState", "StateEnvelope", "resume_or_start", "read_settings"]
+
+S = TypeVar("S")
 
 # Inflate at most this much of an unverified payload to read its claimed choice index.
 _INDEX_HEAD_BYTES = 96
@@ -114,3 +117,27 @@ class StateEnvelope:
         if match is None:
             raise StreamStateError("invalid stream_state: corrupt payload")
         return int(match.group(1))
+
+
+def resume_or_start(
+    envelope: StateEnvelope, kind: str, body: Any, start: Callable[[int], ChoiceState]
+) -> tuple[ChoiceState | None, Any]:
+    """The state a streaming chunk continues: the echoed one (verified), a fresh one for the
+    first chunk of a choice (`start(index)`), or None for a first usage-only chunk.
+    Returns (state, the chunk's single choice or None)."""
+    chunk_in = body.generate_chunk
+    choice = chunk_in.choices[0] if len(chunk_in.choices) == 1 else None
+    index = choice.index if choice is not None else None
+    if body.stream_state is not None:
+        return envelope.open(body.stream_state, kind, chunk_in.request_id, index), choice
+    if choice is not None:
+        return start(choice.index), choice
+    return None, choice
+
+
+def read_settings(state: ChoiceState, settings_type: Callable[[dict[str, Any]], S]) -> S:
+    """The request settings a state carries; a wrong-typed field is a 400, never a 500."""
+    try:
+        return settings_type(state.settings)
+    except TypeError as exc:
+        raise StreamStateError("invalid stream_state: unreadable settings") from exc
