@@ -44,7 +44,7 @@ from render_service.derender.schemas import (
     parse_body,
 )
 from render_service.derender.settings import ChatSettings, CompletionSettings
-from render_service.derender.state import StateEnvelope
+from render_service.derender.state import LocalStateEnvelope, StateEnvelope
 from render_service.errors import ConfigMismatchError, NotFoundError
 from render_service.protocol import ChatCompletionRequest, CompletionRequest, parse_request
 from render_service.stream_state import StreamStateCodec
@@ -56,11 +56,14 @@ _OUR_REQUEST_KEYS = ("parse_context", "render_fingerprint")
 
 
 class Derenderer:
-    def __init__(self, config: ServiceConfig, renderer: Any) -> None:
+    def __init__(self, config: ServiceConfig, renderer: Any, *, local_states: bool = False) -> None:
+        """`local_states=True` is for callers in this process that keep each choice's
+        `stream_state` in memory between chunks (the gateway): states are then plain objects,
+        neither signed nor serialisable, and cost nothing to pass back."""
         bundle = renderer.bundle
         self._config = config
         self._renderer = renderer
-        self.ctx = _build_context(config, bundle, self._resolve_kwargs)
+        self.ctx = _build_context(config, bundle, self._resolve_kwargs, local_states)
 
     # -- public API -----------------------------------------------------------------------
 
@@ -163,7 +166,9 @@ def _leading_space_marker(hf_tokenizer: Any) -> str | None:
     return None
 
 
-def _build_context(config: ServiceConfig, bundle: Any, resolve_kwargs: Any) -> DerenderContext:
+def _build_context(
+    config: ServiceConfig, bundle: Any, resolve_kwargs: Any, local_states: bool
+) -> DerenderContext:
     hf = bundle.hf_tokenizer
     backend = hf.backend_tokenizer
     secret = config.stream_state_secret
@@ -180,6 +185,6 @@ def _build_context(config: ServiceConfig, bundle: Any, resolve_kwargs: Any) -> D
         token_decoder=HfTokenDecoder(hf, _leading_space_marker(hf)),
         eos=EosIds.from_bundle(bundle.eos_token_id, bundle.generation_config),
         parsers=parsers,
-        envelope=StateEnvelope(codec, bundle.fingerprint),
+        envelope=LocalStateEnvelope() if local_states else StateEnvelope(codec, bundle.fingerprint),
         resolve_kwargs=resolve_kwargs,
     )

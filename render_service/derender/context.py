@@ -9,7 +9,7 @@ from typing import Any
 from render_service.derender.decoding import Decoders, EosIds
 from render_service.derender.logprobs import TokenDecoder
 from render_service.derender.parsing import ParserFactory
-from render_service.derender.state import StateEnvelope
+from render_service.derender.state import LocalStateEnvelope, StateEnvelope
 
 __all__ = ["DerenderContext", "HfTokenDecoder"]
 
@@ -47,7 +47,7 @@ class DerenderContext:
     token_decoder: TokenDecoder
     eos: EosIds
     parsers: ParserFactory
-    envelope: StateEnvelope
+    envelope: StateEnvelope | LocalStateEnvelope
     # chat request -> effective chat_template_kwargs (server defaults < request, effort map)
     resolve_kwargs: Callable[[Any], dict[str, Any]]
 

@@ -32,7 +32,13 @@ from render_service.derender.stops import StopScanState
 from render_service.errors import StreamStateError
 from render_service.stream_state import StreamStateCodec
 
-__all__ = ["ChoiceState", "StateEnvelope", "resume_or_start", "read_settings"]
+__all__ = [
+    "ChoiceState",
+    "StateEnvelope",
+    "LocalStateEnvelope",
+    "resume_or_start",
+    "read_settings",
+]
 
 S = TypeVar("S")
 
@@ -119,8 +125,35 @@ class StateEnvelope:
         return int(match.group(1))
 
 
+@dataclass(frozen=True, slots=True)
+class _LocalState:
+    """A state handed back to an in-process caller as is; never serialised."""
+
+    state: ChoiceState
+    request_id: str
+
+
+class LocalStateEnvelope:
+    """For callers in this process (the gateway): the state never leaves the process, so
+    signing and compressing it would be pure cost (about half of a chunk's derender time).
+    The same kind/choice/request checks as the signed envelope still apply."""
+
+    def seal(self, state: ChoiceState, request_id: str) -> Any:
+        return _LocalState(state, request_id)
+
+    def open(self, wire: object, kind: str, request_id: str, index: int | None) -> ChoiceState:
+        if not isinstance(wire, _LocalState):
+            raise StreamStateError("invalid stream_state: expected this process's own state")
+        state = wire.state
+        if wire.request_id != request_id or state.kind != kind:
+            raise StreamStateError("invalid stream_state: belongs to another request or endpoint")
+        if index is not None and state.index != index:
+            raise StreamStateError("invalid stream_state: belongs to another choice")
+        return state
+
+
 def resume_or_start(
-    envelope: StateEnvelope, kind: str, body: Any, start: Callable[[int], ChoiceState]
+    envelope: StateEnvelope | LocalStateEnvelope, kind: str, body: Any, start: Callable[[int], ChoiceState]
 ) -> tuple[ChoiceState | None, Any]:
     """The state a streaming chunk continues: the echoed one (verified), a fresh one for the
     first chunk of a choice (`start(index)`), or None for a first usage-only chunk.

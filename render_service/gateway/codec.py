@@ -40,7 +40,8 @@ class InProcessCodec:
         from render_service.derender_api import Derenderer
 
         self.renderer = Renderer(config)
-        self.derenderer = Derenderer(config, self.renderer)
+        # The gateway keeps stream states in memory: no signing or compression per chunk.
+        self.derenderer = Derenderer(config, self.renderer, local_states=True)
         self.has_parser = bool(config.reasoning_parser or config.tool_call_parser)
 
     def render_chat(self, body: dict[str, Any], request_id_header: str | None) -> dict[str, Any]:
