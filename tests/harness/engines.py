@@ -154,14 +154,18 @@ class EngineProcess:
         """Block until GET /health is 200; return seconds since launch. Idempotent."""
         if self.healthy_after_s is not None:
             return self.healthy_after_s
+        # Engines are launched early (all kinds a session needs boot together) but waited for
+        # when first used, possibly long after the deadline: always look at least once.
         deadline = self.launched_at + timeout_s
-        with httpx.Client(timeout=2.0) as client:
-            while time.monotonic() < deadline:
+        with httpx.Client(timeout=5.0) as client:
+            while True:
                 if self.process.poll() is not None:
                     raise self._start_error(f"exited with code {self.process.returncode}")
                 if _is_healthy(client, self.url):
                     self.healthy_after_s = time.monotonic() - self.launched_at
                     return self.healthy_after_s
+                if time.monotonic() >= deadline:
+                    break
                 time.sleep(HEALTH_POLL_S)
         self.stop()
         raise self._start_error(f"not healthy after {timeout_s:.0f} s")
