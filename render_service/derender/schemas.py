@@ -60,7 +60,7 @@ class LogProbsIn(_Model):
 
 
 class _ChoiceBase(_Model):
-    index: int
+    index: NonNegativeInt
     stop_reason: int | str | None = None
     token_ids: list[NonNegativeInt] | None = None
     routed_experts: str | None = None

@@ -204,3 +204,11 @@ def test_state_payload_is_compressed_json(plain, tok):  # noqa: ANN001
     payload = first["stream_state"]["rs"].split(".")[1]
     data = orjson.loads(zlib.decompress(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))))
     assert data["kind"] == "chat" and data["index"] == 0 and "detok" in data
+
+
+@pytest.mark.parametrize("path", ["derender_chat", "derender_completion"])
+def test_negative_choice_index_is_400_on_first_stream_chunk(plain, path: str) -> None:  # noqa: ANN001
+    """A negative choice index (found by schema fuzzing) is a validation 400, not a 500."""
+    chunk = {"request_id": REQUEST_ID, "choices": [{"index": -3, "token_ids": [1], "finish_reason": None}]}
+    with pytest.raises(BadRequestError, match="validation"):
+        getattr(plain, path)({"stream": True, "generate_chunk": chunk, "stream_state": None})
