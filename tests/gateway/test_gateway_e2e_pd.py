@@ -13,6 +13,7 @@ import pytest
 from .e2e_support import dead_url, running
 from prometheus_client import REGISTRY
 
+from render_service.gateway.config import HealthSettings
 from render_service.gateway.context import engine_body
 from render_service.gateway.context import Leg
 from tests.harness.engine_api import generate, metrics_text
@@ -23,10 +24,15 @@ MODEL = "tiny-qwen3"
 PROMPT = [{"role": "user", "content": "Write a long story about a lighthouse keeper " * 6}]
 
 
+# A prefill engine busy with a first NIXL handshake on 2 loaded cores can answer /health slowly;
+# one slow probe must not send the request down the recompute path the KV check then fails.
+PATIENT_HEALTH = HealthSettings(interval_s=0.5, timeout_s=5.0, failure_threshold=3)
+
+
 @pytest.fixture(scope="module")
 def pd_gw(e2e_config, e2e_codec, pd_engines):  # type: ignore[no-untyped-def]
     with running(e2e_config, e2e_codec, prefill=(pd_engines.prefill_url,),
-                 decode=(pd_engines.decode_url,)) as gateway:
+                 decode=(pd_engines.decode_url,), health=PATIENT_HEALTH) as gateway:
         yield gateway
 
 
