@@ -1,3 +1,15 @@
-"""Suite-wide fixtures: real vLLM engines from tests/harness, started lazily per session."""
+"""Suite-wide setup: Hypothesis profiles, and real vLLM engines from tests/harness (started lazily).
+
+The default profile is derandomized so a given commit always runs the same examples: CI is
+reproducible and a red run is never a dice roll. `--hypothesis-profile=explore` draws fresh
+random examples (run it locally, repeatedly, to hunt for new counterexamples; add each one
+found as a plain regression test).
+"""
+
+from hypothesis import settings
 
 from .harness.fixtures import engine_fleet, pd_engines, tiny_model_dir, tokens_engine  # noqa: F401
+
+settings.register_profile("deterministic", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile("deterministic")

@@ -173,7 +173,7 @@ class StopScan:
             return ScanResult(done, kept[unreleased_from:], match[0])
         hold = 0 if self.include else _held_suffix(combined, self.stops)
         keep = max(len(s) for s in self.stops) - 1
-        new_tail = combined[len(combined) - keep :] if keep > 0 else ""
+        new_tail = combined[max(len(combined) - keep, 0) :] if keep > 0 else ""
         new_state = StopScanState(new_tail, hold, total, tokens, min_end)
         return ScanResult(new_state, combined[unreleased_from : len(combined) - hold], None)
 

@@ -56,3 +56,12 @@ def test_only_possible_prefix_is_held():
     assert result.released == "hello " and result.stop is None
     result = scan.feed(result.state, "AY", 1)
     assert result.released == "STAY"
+
+
+def test_tail_shorter_than_longest_stop_keeps_the_held_prefix():
+    # Regression: with less text than the longest stop string, the tail slice wrapped around.
+    scan = StopScan(("SSSS",), False, 0)
+    result = scan.feed(scan.initial_state(), "SS", 1)
+    assert result.released == "" and result.state.tail == "SS" and result.state.held == 2
+    result = scan.feed(result.state, "a", 1)
+    assert result.released == "SSa" and result.stop is None
