@@ -21,6 +21,8 @@ other state is immutable after construction).
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from render_service.chat_render import (
@@ -30,8 +32,10 @@ from render_service.chat_render import (
     render_chat_prompt,
 )
 from render_service.config import ServiceConfig
-from render_service.errors import BadRequestError
+from render_service.errors import BadRequestError, ConfigError
 from render_service.generate import RenderContext, render_chat, render_completion
+from render_service.mm.cache import ProcessedImageCache
+from render_service.mm.pipeline import ImagePipeline, ImageSettings
 from render_service.model import ModelBundle
 from render_service.parser_support import ParserSupport
 from render_service.prompt_limits import TokenizeLimits
@@ -62,7 +66,7 @@ class Renderer:
         self._bundle = bundle if bundle is not None else ModelBundle.load(config)
         special = tuple(getattr(self._bundle.hf_tokenizer, "all_special_tokens", ()))
         parsers = ParserSupport(config, self._bundle.encoder, special)
-        self._ctx = RenderContext(self._bundle, config, parsers)
+        self._ctx = RenderContext(self._bundle, config, parsers, image_pipeline(config, self._bundle))
 
     @classmethod
     def from_config(cls, config: ServiceConfig) -> Renderer:
@@ -96,9 +100,24 @@ class Renderer:
         """Raise NotFoundError (404, vLLM's message) unless `name` is served, empty or None."""
         self._ctx.check_model(name)
 
-    def render_chat(self, body: Any, *, request_id_header: str | None = None) -> dict[str, Any]:
-        """`POST /v1/chat/completions/render`: one GenerateRequest dict."""
-        return render_chat(self._ctx, body, request_id_header)
+    @property
+    def images(self) -> ImagePipeline | None:
+        """The image pipeline (None for text-only models)."""
+        return self._ctx.images
+
+    def render_chat(
+        self,
+        body: Any,
+        *,
+        request_id_header: str | None = None,
+        fetched_media: Mapping[str, bytes] | None = None,
+    ) -> dict[str, Any]:
+        """`POST /v1/chat/completions/render`: one GenerateRequest dict.
+
+        `fetched_media` maps http(s) image URLs of the request to their bytes (fetched by the
+        caller, e.g. with `render_service.mm.fetch`); the renderer itself does no network IO.
+        """
+        return render_chat(self._ctx, body, request_id_header, fetched_media)
 
     def render_completion(
         self, body: Any, *, request_id_header: str | None = None
@@ -176,6 +195,7 @@ class Renderer:
             tokenize_limits=limits,
             add_special_tokens=request.add_special_tokens,
             want_offsets=False,
+            images=self._ctx.images,
         )
         return self._tokenize_response(prompt.token_ids, request.return_token_strs)
 
@@ -189,6 +209,28 @@ class Renderer:
             "tokens": ids,
             "token_strs": strs,
         }
+
+
+def image_pipeline(config: ServiceConfig, bundle: ModelBundle) -> ImagePipeline | None:
+    """The worker's image pipeline and its processed-image cache (None for text-only models)."""
+    if bundle.image_family is None:
+        return None
+    limits = config.limits
+    media_dir = Path(config.allowed_local_media_path) if config.allowed_local_media_path else None
+    if media_dir is not None and not media_dir.is_dir():
+        raise ConfigError(f"--allowed-local-media-path {media_dir} is not an existing folder")
+    settings = ImageSettings(
+        model_id=bundle.model,
+        hasher=config.mm_hasher_algorithm,
+        float_dtype=bundle.float_dtype,
+        max_images=limits.max_images,
+        max_image_pixels=limits.max_image_pixels,
+        max_image_bytes=limits.max_image_bytes,
+        allowed_media_dir=media_dir,
+        interleave_strings=config.interleave_mm_strings,
+    )
+    cache = ProcessedImageCache(int(config.mm_processor_cache_gb * 1024**3))
+    return ImagePipeline(bundle.image_family, settings, cache)
 
 
 def _model_permission(now: int) -> dict[str, Any]:

@@ -27,10 +27,11 @@ from render_service.http_errors import install_error_handlers
 from render_service.http_io import VLLM_API_VERSION, json_response, read_json_object
 from render_service.metrics import CONTENT_TYPE_LATEST, METRICS, render_metrics_text
 from render_service.middleware import ServiceMiddleware
+from render_service.mm.fetch import FetchPolicy, fetch_images, http_image_urls, make_client
 from render_service.model import ModelBundle
 from render_service.openapi import install_openapi
 
-__all__ = ["create_app", "app_from_env", "CONFIG_ENV"]
+__all__ = ["CONFIG_ENV", "app_from_env", "create_app"]
 
 # The CLI hands the config to worker processes through this variable (JSON).
 CONFIG_ENV = "RENDER_SERVICE_CONFIG_JSON"
@@ -58,10 +59,36 @@ class Service:
         self.pool = ThreadPoolExecutor(
             max_workers=config.renderer_num_workers, thread_name_prefix="renderer"
         )
+        self.fetch_policy = FetchPolicy(
+            allowed_domains=config.allowed_media_domains,
+            timeout_s=config.limits.media_fetch_timeout_s,
+            max_bytes=config.limits.max_image_bytes,
+        )
+        self._fetch_client = make_client(self.fetch_policy) if self.fetch_policy.enabled else None
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.pool, lambda: fn(*args, **kwargs))
+
+    async def fetch_media(self, body: Any) -> dict[str, bytes]:
+        """The http(s) images of a chat body, fetched under the policy (the core does no IO)."""
+        if self.renderer.images is None or self._fetch_client is None:
+            return {}  # render refuses the parts: no images for this model, or fetching is off
+        urls = http_image_urls(body)
+        if not urls:
+            return {}
+        max_images = self.config.limits.max_images
+        if len(urls) > max_images:
+            raise BadRequestError(
+                f"At most {max_images} image(s) may be provided in one prompt; got {len(urls)}.",
+                param="messages",
+            )
+        return await fetch_images(urls, self.fetch_policy, self._fetch_client)
+
+    async def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        if self._fetch_client is not None:
+            await self._fetch_client.aclose()
 
 
 
@@ -97,7 +124,10 @@ def _add_core_routes(app: FastAPI, service: Service) -> None:
     async def render_chat(request: Request) -> Response:
         body = await read_json_object(request)
         _check_counts(body, limits)
-        result = await service.run(renderer.render_chat, body, request_id_header=_request_id_header(request))
+        fetched = await service.fetch_media(body)
+        result = await service.run(
+            renderer.render_chat, body, request_id_header=_request_id_header(request), fetched_media=fetched
+        )
         METRICS.tokens_rendered.inc(len(result["token_ids"]))
         return json_response(result)
 
@@ -169,7 +199,7 @@ def create_app(config: ServiceConfig, *, bundle: ModelBundle | None = None) -> F
     @asynccontextmanager
     async def lifespan(_: FastAPI):  # type: ignore[no-untyped-def]
         yield
-        service.pool.shutdown(wait=False, cancel_futures=True)
+        await service.close()
 
     app = FastAPI(title="render-service", version=__version__, lifespan=lifespan)
     app.state.service = service

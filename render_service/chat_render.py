@@ -12,6 +12,7 @@ present and valid.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,12 +26,13 @@ from render_service.chat_template import (
 from render_service.config import ServiceConfig
 from render_service.errors import BadRequestError
 from render_service.jinja_env import RenderLimits
-from render_service.messages import build_conversation, has_non_text_content
+from render_service.messages import ImageRef, ImageSlots, build_conversation, has_non_text_content
+from render_service.mm.pipeline import ImagePipeline, PreparedImages
 from render_service.model import ModelBundle
 from render_service.prompt_limits import TokenizeLimits
 from render_service.protocol import ChatCompletionRequest, sanitize_message, vllm_validation_error
 
-__all__ = ["ChatPrompt", "merge_kwargs", "request_template_kwargs", "render_chat_prompt", "server_template_kwargs"]
+__all__ = ["ChatPrompt", "merge_kwargs", "render_chat_prompt", "request_template_kwargs", "server_template_kwargs"]
 
 _UNSET = (None, "auto")
 
@@ -39,6 +41,8 @@ _UNSET = (None, "auto")
 class ChatPrompt:
     token_ids: list[int]
     token_offsets: list[tuple[int, int]] | None
+    images: PreparedImages | None = None
+    placeholders: list[dict[str, int]] | None = None  # per image: offset/length in token_ids
 
 
 # vLLM's `--cohere-format` default, always added to the server's default template kwargs.
@@ -185,24 +189,62 @@ def render_chat_prompt(
     tokenize_limits: TokenizeLimits,
     add_special_tokens: bool,
     want_offsets: bool,
+    images: ImagePipeline | None = None,
+    fetched_media: Mapping[str, bytes] | None = None,
 ) -> ChatPrompt:
-    """Template + tokenize one chat request (ChatCompletionRequest or TokenizeChatRequest)."""
+    """Template + tokenize one chat request (ChatCompletionRequest or TokenizeChatRequest).
+
+    With image parts, the images are loaded, hashed and processed after templating, and each
+    image token of the template is expanded to the image's placeholder span.
+    """
     defaults = merge_kwargs(server_template_kwargs(config), {"tools": tool_dicts})
     kwargs = merge_kwargs(defaults, request_kwargs)
     reuse = reused_prompt_ids(request, bundle, request.messages)
     if reuse:
         return ChatPrompt(reuse, None)
-    text = render_prompt_text(bundle, config, request.messages, request.chat_template, kwargs)
+    slots = images.slots if images is not None else None
+    text, refs = render_conversation(bundle, config, request.messages, request.chat_template, kwargs, slots)
+    prepared = None
+    if refs and images is not None:
+        prepared = images.prepare(
+            refs,
+            fetched=fetched_media,
+            mm_processor_kwargs=request.mm_processor_kwargs,
+            media_io_kwargs=request.media_io_kwargs,
+        )
     text = tokenize_limits.check_text(text)
     offsets = None
     if want_offsets:
         ids, offsets = bundle.encoder.encode_with_offsets(text, add_special_tokens=add_special_tokens)
     else:
         ids = bundle.encoder.encode_full(text, add_special_tokens=add_special_tokens)
+    if prepared is not None and images is not None:
+        return _expanded_prompt(ids, prepared, images, tokenize_limits)
     checked = tokenize_limits.check_tokens(ids)
     if offsets is not None and len(checked) != len(ids):
         offsets = offsets[-len(checked):] if checked and checked[0] != ids[0] else offsets[: len(checked)]
     return ChatPrompt(checked, offsets)
+
+
+def _expanded_prompt(
+    ids: list[int],
+    prepared: PreparedImages,
+    images: ImagePipeline,
+    tokenize_limits: TokenizeLimits,
+) -> ChatPrompt:
+    """Image tokens expanded; length limits apply to the expanded prompt (as vLLM's).
+
+    vLLM returns no token_offsets for multimodal prompts, so neither do we.
+    """
+    expanded, ranges = images.expand(ids, prepared)
+    checked = tokenize_limits.check_tokens(expanded)
+    if len(checked) != len(expanded):
+        raise BadRequestError(
+            "truncate_prompt_tokens cannot be applied to a prompt with images: truncation would "
+            "cut image placeholders.",
+            param="truncate_prompt_tokens",
+        )
+    return ChatPrompt(checked, None, prepared, ranges)
 
 
 def render_prompt_text(
@@ -212,7 +254,19 @@ def render_prompt_text(
     request_template: str | None,
     kwargs: dict[str, Any],
 ) -> str:
-    """The chat template applied to the normalised conversation (the prompt string)."""
+    """The chat template applied to the normalised (text-only) conversation."""
+    return render_conversation(bundle, config, messages, request_template, kwargs, None)[0]
+
+
+def render_conversation(
+    bundle: ModelBundle,
+    config: ServiceConfig,
+    messages: list[dict[str, Any]],
+    request_template: str | None,
+    kwargs: dict[str, Any],
+    image_slots: ImageSlots | None,
+) -> tuple[str, list[ImageRef]]:
+    """The prompt string (chat template over the normalised conversation) and its images."""
     tools = kwargs.get("tools")
     # The server's --chat-template is already the bundle's template (loaded at start).
     requested = request_template or kwargs.get("chat_template")
@@ -220,15 +274,16 @@ def render_prompt_text(
     content_format = config.chat_template_content_format
     if content_format == "auto":
         content_format = detect_content_format(source)
-    conversation = build_conversation(messages, content_format)
-    if any(m["role"] == "developer" for m in conversation) and not _mentions_developer(source):
-        conversation = _developer_to_system(conversation)
+    conversation = build_conversation(messages, content_format, image_slots)
+    turns = conversation.messages
+    if any(m["role"] == "developer" for m in turns) and not _mentions_developer(source):
+        turns = _developer_to_system(turns)
     template_kwargs = _accepted_kwargs(kwargs, source)
     limits = RenderLimits(config.limits.render_timeout_s, config.limits.max_template_output_chars)
     try:
-        return render_chat_template(
+        text = render_chat_template(
             source,
-            conversation,
+            turns,
             tools=tools,
             documents=template_kwargs.pop("documents", None),
             add_generation_prompt=bool(template_kwargs.pop("add_generation_prompt", False)),
@@ -239,6 +294,7 @@ def render_prompt_text(
         )
     except TemplateRenderError as exc:
         raise BadRequestError(sanitize_message(str(exc))) from exc
+    return text, conversation.images
 
 
 def _accepted_kwargs(kwargs: dict[str, Any], source: str) -> dict[str, Any]:

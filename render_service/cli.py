@@ -18,7 +18,7 @@ from typing import Any
 from render_service.config import Limits, ServiceConfig, parse_json_flag
 from render_service.errors import ConfigError
 
-__all__ = ["main", "build_parser", "config_from_args"]
+__all__ = ["build_parser", "config_from_args", "main"]
 
 ENV_PREFIX = "RENDER_SERVICE_"
 SECRET_ENV = "RENDER_SERVICE_STREAM_STATE_SECRET"
@@ -62,6 +62,25 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exclude-tools-when-tool-choice-none", action="store_true",
                    default=_env_flag("exclude_tools_when_tool_choice_none"))
     p.add_argument("--reasoning-effort-map", default=_env_default("reasoning_effort_map"))
+    _add_multimodal_flags(p)
+
+
+def _add_multimodal_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--allowed-local-media-path", default=_env_default("allowed_local_media_path"),
+                   help="folder that file:// image URLs may be read from (default: none)")
+    p.add_argument("--allowed-media-domains", nargs="+", default=(_env_default("allowed_media_domains") or "").split(),
+                   help="hosts http(s) image URLs may be fetched from ('*' any, '*.x.com' subdomains); "
+                        "default: none, fetching is off")
+    p.add_argument("--mm-hasher-algorithm", default=_env_default("mm_hasher_algorithm", "blake3"),
+                   choices=("blake3", "sha256", "sha512"))
+    p.add_argument("--mm-processor-cache-gb", type=float, default=float(_env_default("mm_processor_cache_gb", 4.0)),
+                   help="processed-image cache per worker process, GiB (0 disables it)")
+    p.add_argument("--interleave-mm-strings", action="store_true", default=_env_flag("interleave_mm_strings"))
+    p.add_argument("--dtype", default=_env_default("dtype", "auto"),
+                   choices=("auto", "half", "float16", "bfloat16", "float", "float32"),
+                   help="the engines' model dtype; processed image tensors are sent in it")
+    p.add_argument("--limit-mm-per-prompt", default=_env_default("limit_mm_per_prompt"),
+                   help='vLLM\'s JSON form of --max-images, e.g. \'{"image": 4}\'')
 
 
 def _add_server_flags(p: argparse.ArgumentParser) -> None:
@@ -92,6 +111,13 @@ def _add_server_flags(p: argparse.ArgumentParser) -> None:
                    default=int(_env_default("max_stream_state_bytes", limits.max_stream_state_bytes)))
     p.add_argument("--max-concurrent-requests", type=int,
                    default=int(_env_default("max_concurrent_requests", limits.max_concurrent_requests)))
+    p.add_argument("--max-images", type=int, default=int(_env_default("max_images", limits.max_images)))
+    p.add_argument("--max-image-pixels", type=int,
+                   default=int(_env_default("max_image_pixels", limits.max_image_pixels)))
+    p.add_argument("--max-image-bytes", type=int,
+                   default=int(_env_default("max_image_bytes", limits.max_image_bytes)))
+    p.add_argument("--media-fetch-timeout", type=float,
+                   default=float(_env_default("media_fetch_timeout", limits.media_fetch_timeout_s)))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -147,6 +173,17 @@ def _check_parser_names(reasoning: str | None, tool: str | None) -> None:
         )
 
 
+def _max_images(args: argparse.Namespace) -> int:
+    """--max-images, or the "image" entry of vLLM's --limit-mm-per-prompt JSON."""
+    per_prompt = parse_json_flag("--limit-mm-per-prompt", args.limit_mm_per_prompt)
+    value = per_prompt.get("image", args.max_images)
+    if isinstance(value, dict):  # vLLM also accepts {"image": {"count": N, ...}}
+        value = value.get("count", args.max_images)
+    if type(value) is not int or value < 0:
+        raise ConfigError("--limit-mm-per-prompt: the image limit must be a non-negative integer")
+    return value
+
+
 def config_from_args(args: argparse.Namespace) -> ServiceConfig:
     limits = Limits(
         max_body_bytes=args.max_body_bytes,
@@ -157,6 +194,10 @@ def config_from_args(args: argparse.Namespace) -> ServiceConfig:
         max_template_output_chars=args.max_template_output_chars,
         max_stream_state_bytes=args.max_stream_state_bytes,
         max_concurrent_requests=args.max_concurrent_requests,
+        max_images=_max_images(args),
+        max_image_pixels=args.max_image_pixels,
+        max_image_bytes=args.max_image_bytes,
+        media_fetch_timeout_s=args.media_fetch_timeout,
     )
     served = args.served_model_name or (_env_default("served_model_name") or "").split() or ()
     return ServiceConfig(
@@ -175,6 +216,12 @@ def config_from_args(args: argparse.Namespace) -> ServiceConfig:
         reasoning_effort_map=parse_json_flag("--reasoning-effort-map", args.reasoning_effort_map),
         exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none,
         generation_config=args.generation_config,
+        allowed_local_media_path=args.allowed_local_media_path,
+        allowed_media_domains=tuple(args.allowed_media_domains),
+        mm_hasher_algorithm=args.mm_hasher_algorithm,
+        mm_processor_cache_gb=args.mm_processor_cache_gb,
+        interleave_mm_strings=args.interleave_mm_strings,
+        dtype=args.dtype,
         renderer_num_workers=args.renderer_num_workers,
         api_key=args.api_key,
         host=args.host,

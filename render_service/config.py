@@ -14,10 +14,12 @@ from typing import Any, Literal
 
 from render_service.errors import ConfigError
 
-__all__ = ["ServiceConfig", "Limits", "REASONING_EFFORTS", "parse_json_flag"]
+__all__ = ["REASONING_EFFORTS", "Limits", "ServiceConfig", "parse_json_flag"]
 
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 ContentFormat = Literal["auto", "string", "openai"]
+MM_HASHERS = ("blake3", "sha256", "sha512")
+DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +41,13 @@ class Limits:
     max_stream_state_bytes: int = 2 * 1024 * 1024
     # Concurrent requests per worker before 503.
     max_concurrent_requests: int = 1024
+    # Images per request and decoded pixels per image (checked on the header, before decoding).
     max_images: int = 32
     max_image_pixels: int = 64 * 1024 * 1024
+    # Encoded bytes of one image read from a local file or fetched over http(s).
+    max_image_bytes: int = 32 * 1024 * 1024
+    # Wall-clock bound on fetching one http(s) image (vLLM: VLLM_IMAGE_FETCH_TIMEOUT=5 s).
+    media_fetch_timeout_s: float = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +72,14 @@ class ServiceConfig:
     exclude_tools_when_tool_choice_none: bool = False
     reasoning_effort_map: dict[str, str] = field(default_factory=dict)
     generation_config: str = "auto"  # "auto" (model folder), "vllm" (ignore), or a folder
+    # Multimodal (vLLM flag names). Local image files only from this folder; http(s) image
+    # URLs only from these hosts (empty: fetching is off; "*" allows any host).
+    allowed_local_media_path: str | None = None
+    allowed_media_domains: tuple[str, ...] = ()
+    mm_hasher_algorithm: str = "blake3"
+    mm_processor_cache_gb: float = 4.0  # processed-image cache per worker
+    interleave_mm_strings: bool = False
+    dtype: str = "auto"  # the engine's model dtype: processed float tensors are cast to it
     renderer_num_workers: int = 1
     api_key: str | None = None
     host: str = "127.0.0.1"
@@ -86,6 +101,12 @@ class ServiceConfig:
             raise ConfigError(
                 "--chat-template-content-format must be one of auto, string, openai"
             )
+        if self.mm_hasher_algorithm not in MM_HASHERS:
+            raise ConfigError(f"--mm-hasher-algorithm must be one of {', '.join(MM_HASHERS)}")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"--dtype must be one of {', '.join(DTYPES)}")
+        if self.mm_processor_cache_gb < 0:
+            raise ConfigError("--mm-processor-cache-gb must be >= 0")
         if self.enable_auto_tool_choice and not self.tool_call_parser:
             raise ConfigError("--enable-auto-tool-choice requires --tool-call-parser")
         for key, value in self.reasoning_effort_map.items():

@@ -7,21 +7,24 @@ nulls, so `orjson.dumps` of them is byte-compatible with vLLM's response.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from render_service.chat_render import (
-    server_template_kwargs,
+    ChatPrompt,
     check_mm_kwargs,
     check_template_trust,
     check_tool_choice_gate,
     merge_kwargs,
     render_chat_prompt,
     request_template_kwargs,
+    server_template_kwargs,
 )
 from render_service.config import ServiceConfig
 from render_service.errors import BadRequestError, NotFoundError, NotImplementedFeatureError
 from render_service.messages import count_history_tool_calls
+from render_service.mm.pipeline import ImagePipeline
 from render_service.model import ModelBundle
 from render_service.parser_support import ParserSupport
 from render_service.prompt_limits import TokenizeLimits, max_tokens_for
@@ -49,6 +52,7 @@ class RenderContext:
     bundle: ModelBundle
     config: ServiceConfig
     parsers: ParserSupport
+    images: ImagePipeline | None = None  # None: the model takes no images
 
     @property
     def server_template_kwargs(self) -> dict[str, Any]:
@@ -72,7 +76,12 @@ class RenderContext:
         )
 
 
-def render_chat(ctx: RenderContext, body: Any, request_id_header: str | None) -> dict[str, Any]:
+def render_chat(
+    ctx: RenderContext,
+    body: Any,
+    request_id_header: str | None,
+    fetched_media: Mapping[str, bytes] | None = None,
+) -> dict[str, Any]:
     request = parse_request(ChatCompletionRequest, body)
     ctx.check_model(request.model)
     if request.use_beam_search:
@@ -104,6 +113,8 @@ def render_chat(ctx: RenderContext, body: Any, request_id_header: str | None) ->
         tokenize_limits=_chat_limits(bundle, request),
         add_special_tokens=request.add_special_tokens,
         want_offsets=bool(request.return_token_offsets),
+        images=ctx.images,
+        fetched_media=fetched_media,
     )
     if ctx.parsers.has_parser:
         for name, value in ctx.parsers.adjust_request(request).items():
@@ -131,7 +142,15 @@ def render_chat(ctx: RenderContext, body: Any, request_id_header: str | None) ->
         reasoning_ended=reasoning_ended,
         reasoning_kwargs=reasoning_kwargs,
         parse_context=_parse_context(request, effective_kwargs, bundle.fingerprint),
+        features=_features(ctx, prompt, request.mm_payload),
     )
+
+
+def _features(ctx: RenderContext, prompt: ChatPrompt, mm_payload: str) -> dict[str, Any] | None:
+    """vLLM's `features` (null for text-only prompts); "none" keeps hashes and placeholders."""
+    if prompt.images is None or ctx.images is None or prompt.placeholders is None:
+        return None
+    return ctx.images.features(prompt.images, prompt.placeholders, with_tensors=mm_payload != "none")
 
 
 def _reasoning_fields(
@@ -156,6 +175,7 @@ def _generate_request(
     reasoning_ended: bool | None = None,
     reasoning_kwargs: dict[str, Any] | None = None,
     parse_context: dict[str, Any] | None = None,
+    features: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A GenerateRequest dict: vLLM's field order, nulls included, kv/ec hoisted."""
     kv, ec = _hoist_transfer_params(sampling)
@@ -163,7 +183,7 @@ def _generate_request(
         "request_id": request_id,
         "token_ids": token_ids,
         "token_offsets": _offsets(offsets),
-        "features": None,
+        "features": features,
         "content_parts": None,
         "sampling_params": sampling,
         "model": request.model,

@@ -13,18 +13,32 @@ rebuilt with only: `role`, `content`, assistant `tool_calls` and `reasoning` (+ 
 - tool-call `arguments` JSON strings are parsed to dicts (invalid JSON or non-objects -> {});
 - tool messages with text parts are flattened to a string.
 
-Multimodal parts (images, audio, video, embeddings) are refused with a clear 400 for now.
+Image parts (`image_url`, `input_image`) are collected in order as `ImageRef`s when the model
+has an image family: "openai" templates get `{"type": "image"}` where the part was, "string"
+templates get the family's placeholder text, put in front of the message's text unless
+`--interleave-mm-strings` (vLLM `get_full_multimodal_text_prompt`). Parts vLLM does not know
+keep their extra fields (e.g. `cache_control`) in "openai" format, as vLLM passes them on.
+Audio, video and embedding parts are refused with a clear 400.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from render_service.errors import BadRequestError
 from render_service.protocol import vllm_validation_error
 
-__all__ = ["build_conversation", "has_non_text_content", "count_history_tool_calls"]
+__all__ = [
+    "Conversation",
+    "ImageRef",
+    "ImageSlots",
+    "build_conversation",
+    "count_history_tool_calls",
+    "has_non_text_content",
+]
 
 ContentFormat = Literal["string", "openai"]
 _TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text", "refusal", "thinking"})
@@ -54,6 +68,42 @@ _TEXT_KEY = {
 _SKIP_WHEN_NONE = ("text", "refusal")
 _CLAUDE_CODE_BILLING_HEADER = "x-anthropic-billing-header"
 _SUPPORTED_PART_TYPES = sorted(set(_TEXT_KEY) | _MEDIA_PART_TYPES | {"tool_reference"})
+_IMAGE_PART_TYPES = frozenset({"image_url", "input_image"})
+# vLLM's _KNOWN_CONTENT_PART_FIELDS: every other key of a part is passed on to the template.
+_KNOWN_PART_FIELDS = frozenset(
+    {
+        "audio_embeds", "audio_url", "closed", "data", "file", "image_embeds", "image_pil",
+        "image_url", "input_audio", "name", "prompt_cache_breakpoint", "refusal", "text",
+        "thinking", "type", "uuid", "video_embeds", "video_url",
+    }
+)  # fmt: skip
+_SEPARATOR = "\n"  # vLLM multimodal_content_part_separator
+
+
+@dataclass(frozen=True, slots=True)
+class ImageRef:
+    """One image part, in request order: its URL and the client's optional `uuid`."""
+
+    url: str
+    uuid: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ImageSlots:
+    """How a model takes images in a conversation (None: the model takes no images)."""
+
+    placeholder: str  # the text "string" templates get per image
+    interleave_strings: bool = False
+
+
+@dataclass(slots=True)
+class Conversation:
+    messages: list[dict[str, Any]]
+    images: list[ImageRef] = field(default_factory=list)
+
+
+class _Image:
+    """Marker for where an image part stood among a message's parts."""
 
 
 def has_non_text_content(messages: Any) -> bool:
@@ -95,20 +145,29 @@ def count_history_tool_calls(messages: list[dict[str, Any]]) -> int:
 
 
 def build_conversation(
-    messages: list[dict[str, Any]], content_format: ContentFormat
-) -> list[dict[str, Any]]:
-    """The conversation vLLM hands to `apply_chat_template` for these request messages.
+    messages: list[dict[str, Any]], content_format: ContentFormat, images: ImageSlots | None = None
+) -> Conversation:
+    """The conversation vLLM hands to `apply_chat_template`, and the request's image parts.
 
     Raises:
-        BadRequestError: a malformed message, an unsupported or multimodal content part.
+        BadRequestError: a malformed message, an unsupported content part, or an image part
+            for a model that takes no images.
     """
-    conversation = [_convert_message(i, msg, content_format) for i, msg in enumerate(messages)]
-    for message in conversation:
+    conversation = Conversation([])
+    for index, message in enumerate(messages):
+        conversation.messages.append(_convert_message(index, message, content_format, images, conversation.images))
+    for message in conversation.messages:
         _postprocess_tool_calls(message)
     return conversation
 
 
-def _convert_message(index: int, message: Any, content_format: ContentFormat) -> dict[str, Any]:
+def _convert_message(
+    index: int,
+    message: Any,
+    content_format: ContentFormat,
+    images: ImageSlots | None,
+    image_refs: list[ImageRef],
+) -> dict[str, Any]:
     if not isinstance(message, dict) or not isinstance(message.get("role"), str):
         raise BadRequestError(
             f"messages[{index}] must be an object with a string 'role'", param=f"messages.{index}"
@@ -128,7 +187,7 @@ def _convert_message(index: int, message: Any, content_format: ContentFormat) ->
         )
     if role == "system":
         parts = _strip_billing_header(parts)
-    converted = _parse_parts(role, parts, wrap=content_format == "openai")
+    converted = _parse_parts(role, parts, content_format == "openai", images, image_refs)
     if role == "assistant":
         if message.get("tool_calls") is not None:
             converted["tool_calls"] = _copy_tool_calls(message["tool_calls"])
@@ -151,15 +210,46 @@ def _convert_message(index: int, message: Any, content_format: ContentFormat) ->
     return converted
 
 
-def _parse_parts(role: str, parts: list[Any], *, wrap: bool) -> dict[str, Any]:
+def _parse_parts(
+    role: str, parts: list[Any], wrap: bool, images: ImageSlots | None, image_refs: list[ImageRef]
+) -> dict[str, Any]:
     items: list[Any] = []
     for part in parts:
         parsed = _parse_part(part, wrap=wrap)
+        if isinstance(parsed, ImageRef):
+            if images is None:
+                raise BadRequestError(
+                    "This model does not take image inputs; send text content only.", param="messages"
+                )
+            image_refs.append(parsed)
+            parsed = {"type": "image", **_extra_fields(part)} if wrap else _Image()
         if parsed is not None:
             items.append(parsed)
     if wrap:
         return {"role": role, "content": items}
-    return {"role": role, "content": "\n".join(items)}
+    return {"role": role, "content": _string_content(items, images)}
+
+
+def _string_content(items: list[Any], images: ImageSlots | None) -> str:
+    """vLLM get_full_multimodal_text_prompt for one message of a "string" template."""
+    image_count = sum(isinstance(item, _Image) for item in items)
+    if not image_count or images is None:
+        return _SEPARATOR.join(items)
+    placeholder = images.placeholder
+    if images.interleave_strings:
+        texts = [placeholder if isinstance(item, _Image) else item for item in items]
+    else:
+        texts = [item for item in items if not isinstance(item, _Image)]
+    text = _SEPARATOR.join(texts)
+    missing = Counter({placeholder: image_count})
+    missing[placeholder] -= text.count(placeholder)
+    if missing[placeholder] < 0:
+        raise vllm_validation_error(
+            f"Found more '{placeholder}' placeholders in input prompt than actual multimodal data items.",
+            parameter="messages",
+        )
+    front = [placeholder] * missing[placeholder]
+    return _SEPARATOR.join([*front, text] if text else front)
 
 
 def _parse_part(part: Any, *, wrap: bool) -> Any:
@@ -169,23 +259,19 @@ def _parse_part(part: Any, *, wrap: bool) -> Any:
         raise BadRequestError("content parts must be strings or objects", param="messages")
     part_type = part.get("type")
     if part_type is None:
-        for key in _MEDIA_PART_TYPES:
-            if key in part:
-                raise _multimodal_error(key)
-        if "tool_reference" in part:
-            part_type = "tool_reference"
-        else:
-            raise vllm_validation_error("Missing 'type' field in multimodal part.", parameter="type")
+        part_type = _untyped_part_type(part)
     if not isinstance(part_type, str):
         raise vllm_validation_error("Invalid 'type' field in multimodal part.", parameter="type")
     if part_type in _TEXT_KEY:
         text = part.get(_TEXT_KEY[part_type])
         if text is None and part_type in _SKIP_WHEN_NONE:
             return None
-        return {"type": "text", "text": text} if wrap else text
+        return {"type": "text", "text": text, **_extra_fields(part)} if wrap else text
     if part_type == "tool_reference":
         name = part.get("name")
         return {"type": "tool_reference", "name": name} if wrap else name
+    if part_type in _IMAGE_PART_TYPES:
+        return _image_ref(part, part_type)
     if part_type in _MEDIA_PART_TYPES:
         raise _multimodal_error(part_type)
     raise vllm_validation_error(
@@ -196,10 +282,59 @@ def _parse_part(part: Any, *, wrap: bool) -> Any:
     )
 
 
+def _untyped_part_type(part: dict[str, Any]) -> str:
+    """vLLM infers the type of a part without `type` from the key it carries."""
+    if "image_url" in part:
+        return "image_url"
+    for key in _MEDIA_PART_TYPES:
+        if key in part:
+            raise _multimodal_error(key)
+    if "tool_reference" in part:
+        return "tool_reference"
+    raise vllm_validation_error("Missing 'type' field in multimodal part.", parameter="type")
+
+
+_IMAGE_DETAILS = ("auto", "low", "high", "original")
+
+
+def _image_ref(part: dict[str, Any], part_type: str) -> ImageRef:
+    """The URL of an image part, validated like vLLM's OpenAI TypedDict adapters."""
+    value = part.get("image_url")
+    if "type" not in part:  # untyped parts are not validated by vLLM: dict or plain string
+        value = value.get("url") if isinstance(value, dict) else value
+    elif part_type == "image_url":
+        if not isinstance(value, dict) or not isinstance(value.get("url"), str):
+            raise vllm_validation_error("image_url parts need an image_url object with a string url.", parameter="image_url")
+        _check_detail(value.get("detail", "auto"), required=False)
+        value = value["url"]
+    else:  # input_image (Responses API shape): detail is required, image_url a string
+        _check_detail(part.get("detail"), required=True)
+        if value is not None and not isinstance(value, str):
+            raise vllm_validation_error("input_image.image_url must be a string.", parameter="image_url")
+    if not isinstance(value, str) or not value:
+        # vLLM would look the image up by `uuid` in an engine-side cache; a render tier has none.
+        raise BadRequestError("An image part needs image_url.url (a data: or http(s) URL).", param="messages")
+    uuid = part.get("uuid")
+    return ImageRef(value, None if uuid is None else str(uuid))
+
+
+def _check_detail(detail: Any, *, required: bool) -> None:
+    if detail is None and not required:
+        return
+    if detail not in _IMAGE_DETAILS:
+        raise vllm_validation_error(
+            f"image detail must be one of {', '.join(_IMAGE_DETAILS)}.", parameter="detail", value=detail
+        )
+
+
+def _extra_fields(part: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in part.items() if key not in _KNOWN_PART_FIELDS}
+
+
 def _multimodal_error(part_type: str) -> BadRequestError:
     return BadRequestError(
-        f"Multimodal content ({part_type!r}) is not supported by this render service yet; "
-        "send text content only.",
+        f"Multimodal content ({part_type!r}) is not supported by this render service; "
+        "images (image_url) are, for models that take them.",
         param="messages",
     )
 

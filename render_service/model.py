@@ -17,6 +17,7 @@ network), or None for the embedded Qwen3 default (`render_service._embedded`).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -27,9 +28,11 @@ from typing import Any
 from render_service import _embedded
 from render_service.config import ServiceConfig
 from render_service.errors import ConfigError
+from render_service.mm.family import ImageFamily
+from render_service.mm.registry import load_image_family, resolve_float_dtype
 from render_service.tokenization import TokenEncoder
 
-__all__ = ["ModelBundle", "SAMPLING_DEFAULT_KEYS"]
+__all__ = ["SAMPLING_DEFAULT_KEYS", "ModelBundle"]
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +92,9 @@ class ModelBundle:
     generation_config: dict[str, Any]
     fingerprint: str
     hf_tokenizer: Any = field(repr=False)
+    # Multimodal models only: the image family (None: text-only) and the dtype tensors go in.
+    image_family: ImageFamily | None = field(default=None, repr=False)
+    float_dtype: str = "bfloat16"
 
     @property
     def served_model_name(self) -> str:
@@ -112,13 +118,18 @@ class ModelBundle:
             _resolve_model_dir(config.tokenizer, config.revision) if config.tokenizer else model_dir
         )
         hf_config = _read_json(model_dir / "config.json")
-        return _build(
+        bundle = _build(
             config,
             model=config.model,
             tokenizer_dir=tokenizer_dir,
             model_type=hf_config.get("model_type"),
             derived_max_len=_derive_max_model_len(hf_config),
             generation_config=_load_generation_config(config, model_dir),
+        )
+        return dataclasses.replace(
+            bundle,
+            image_family=_load_image_family(model_dir, hf_config),
+            float_dtype=resolve_float_dtype(config.dtype, hf_config),
         )
 
 
@@ -177,6 +188,13 @@ def _build(
         fingerprint=fingerprint,
         hf_tokenizer=hf_tokenizer,
     )
+
+
+def _load_image_family(model_dir: Path, hf_config: dict[str, Any]) -> ImageFamily | None:
+    try:
+        return load_image_family(model_dir, hf_config)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ConfigError(f"cannot load the image processor of {model_dir}: {exc}") from exc
 
 
 def _resolve_model_dir(name: str, revision: str | None) -> Path:

@@ -151,14 +151,14 @@ def test_max_tokens_above_the_remaining_context_is_400(default) -> None:  # noqa
 # -- images -------------------------------------------------------------------------------------
 
 
-def test_image_parts_are_refused_before_any_decoding(default) -> None:  # noqa: ANN001
-    """The render core has no image support yet: any image part is a clear 400 (no decoding, so
-    no pixel or count limit can be exceeded). Limits.max_images / max_image_pixels apply once
-    images are supported."""
+def test_image_parts_for_a_text_only_model_are_refused_before_any_decoding(default) -> None:  # noqa: ANN001
+    """The embedded model is text-only: any image part is a clear 400 without decoding. The
+    image count, pixel and byte limits are tested on an image model in
+    tests/multimodal/test_image_limits.py."""
     tiny_png = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
     content = [{"type": "image_url", "image_url": {"url": tiny_png}}, {"type": "text", "text": "what?"}]
     response = default.post("/v1/chat/completions/render", json={"messages": [{"role": "user", "content": content}]})
-    _error(response, 400, "BadRequestError")
+    _error(response, 400, "BadRequestError", "does not take image inputs")
 
 
 # -- concurrency per worker (503) ----------------------------------------------------------------

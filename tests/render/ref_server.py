@@ -88,9 +88,16 @@ def free_port() -> int:
 class RefRenderServer:
     """One `vllm launch render` process; use as a context manager or call start/stop."""
 
-    def __init__(self, model_dir: Path, flags: tuple[str, ...], log_dir: Path) -> None:
+    def __init__(
+        self,
+        model_dir: Path,
+        flags: tuple[str, ...],
+        log_dir: Path,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self.model_dir = model_dir
         self.flags = flags
+        self.extra_env = dict(extra_env or {})
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_dir / f"vllm-render-{self.port}.log"
@@ -108,6 +115,7 @@ class RefRenderServer:
             "VLLM_CACHE_ROOT": str(runtime / "vllm"),
             "TMPDIR": str(runtime / "tmp"),
             "VLLM_LOGGING_LEVEL": "WARNING",
+            **self.extra_env,
         }
         cmd = [
             str(venv / "bin" / "python"),

@@ -163,11 +163,18 @@ def test_trusted_template_renders(trusting_renderer: Renderer) -> None:
     assert trusting_renderer.bundle.hf_tokenizer.decode(out["token_ids"]) == "hihihi"
 
 
-def test_multimodal_parts_are_refused_clearly(qwen3_renderer: Renderer) -> None:
-    """Image parts get a clear 400 until multimodal support lands."""
+def test_image_parts_for_a_text_only_model_are_refused_clearly(qwen3_renderer: Renderer) -> None:
+    """A text-only model takes no images: a clear 400, before anything is fetched or decoded."""
     body = {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]}
-    with pytest.raises(BadRequestError, match="Multimodal content"):
+    with pytest.raises(BadRequestError, match="does not take image inputs"):
         qwen3_renderer.render_chat(body)
+
+
+def test_audio_and_video_parts_are_refused_clearly(qwen3_renderer: Renderer) -> None:
+    for part in ({"type": "audio_url", "audio_url": {"url": "data:x"}}, {"type": "video_url", "video_url": {"url": "x"}}):
+        body = {"messages": [{"role": "user", "content": [part]}]}
+        with pytest.raises(BadRequestError, match="is not supported by this render service"):
+            qwen3_renderer.render_chat(body)
 
 
 def test_unknown_content_part_type_is_400(qwen3_renderer: Renderer) -> None:

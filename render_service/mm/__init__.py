@@ -1,0 +1,1 @@
+"""Multimodal render: image loading, hashing, model image processors and vLLM's tensor wire format."""

@@ -1,0 +1,1 @@
+"""Multimodal render tests (issue 7)."""

@@ -1,0 +1,1 @@
+"""Import-only stub (see ../sitecustomize.py); never used at run time."""
