@@ -28,7 +28,7 @@ from pathlib import Path
 
 import httpx
 
-from .paths import HARNESS_DIR, engine_log_root, engine_runtime_dir, engine_venv
+from .paths import HARNESS_DIR, TORCHVISION_STUB, engine_log_root, engine_runtime_dir, engine_venv
 
 # 25-40 s is normal; three engines booting together on 2 cores shared with other work took
 # 105-182 s here, so the bound is generous (override: RS_ENGINE_HEALTH_TIMEOUT).
@@ -36,10 +36,12 @@ HEALTH_TIMEOUT_S = float(os.environ.get("RS_ENGINE_HEALTH_TIMEOUT", "300"))
 HEALTH_POLL_S = 0.5
 STOP_GRACE_S = 15.0
 LOG_TAIL_LINES = 60
-# 2.4 GiB RSS each on a 24 GiB machine shared with other work: refuse to go above this.
-MAX_ENGINES = int(os.environ.get("RS_MAX_ENGINES", "3"))
+# 2.4 GiB RSS each (3.7 GiB for the vision engine) on a 24 GiB machine shared with other
+# work: refuse to go above this (the full suite runs tokens + P/D + vision at once).
+MAX_ENGINES = int(os.environ.get("RS_MAX_ENGINES", "4"))
 KV_CACHE_BYTES = 268_435_456  # NUMA node 0 reports ~10 GiB; the default memory check refuses
 MAX_MODEL_LEN = 2048
+VISION_MAX_MODEL_LEN = 1024
 SCRIPTED_LOGITS = "scripted_logits:ScriptedLogits"
 
 
@@ -60,6 +62,10 @@ class EngineSpec:
     extra_args: tuple[str, ...] = ()
     extra_env: tuple[tuple[str, str], ...] = ()
     scripted: bool = True
+    # False: `--enable-scale-out` instead (same /inference/v1/generate, tokenizer loaded);
+    # vLLM refuses --tokens-only for models whose multimodal processor needs a tokenizer.
+    tokens_only: bool = True
+    max_model_len: int = MAX_MODEL_LEN
 
     @property
     def url(self) -> str:
@@ -68,9 +74,9 @@ class EngineSpec:
     def command(self) -> list[str]:
         cmd = [
             str(engine_venv() / "bin" / "vllm"), "serve", str(self.model_dir),
-            "--tokens-only", "--enforce-eager",
+            "--tokens-only" if self.tokens_only else "--enable-scale-out", "--enforce-eager",
             "--kv-cache-memory-bytes", str(KV_CACHE_BYTES),
-            "--max-model-len", str(MAX_MODEL_LEN),
+            "--max-model-len", str(self.max_model_len),
             "--host", "127.0.0.1", "--port", str(self.port),
         ]  # fmt: skip
         if self.scripted:
@@ -101,6 +107,27 @@ _PROJECT_ONLY_ENV = {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP"}
 def tokens_only_spec(model_dir: Path, name: str = "tokens", **kwargs) -> EngineSpec:
     """A collocated tokens-only engine (prefill and decode in one process)."""
     return EngineSpec(name=name, model_dir=model_dir, port=free_port(), **kwargs)
+
+
+def vision_spec(model_dir: Path, name: str = "vision") -> EngineSpec:
+    """One collocated engine for a tiny vision-language model (images arrive as `features`).
+
+    Not `--tokens-only`: that forces skip_tokenizer_init, and vLLM (0.32 and 0.33) cannot build
+    Qwen2-VL's multimodal processor without a tokenizer, so the engine refuses to start.
+    `--enable-scale-out` serves the same /inference/v1/generate. The torchvision stub lets
+    vLLM import the model; videos are off because transformers' video processor needs the
+    real torchvision (its start-up warm-up would fail).
+    """
+    return EngineSpec(
+        name=name,
+        model_dir=model_dir,
+        port=free_port(),
+        scripted=False,
+        tokens_only=False,
+        max_model_len=VISION_MAX_MODEL_LEN,
+        extra_args=("--limit-mm-per-prompt", json.dumps({"image": 4, "video": 0})),
+        extra_env=(("PYTHONPATH", str(TORCHVISION_STUB)),),
+    )
 
 
 def pd_specs(model_dir: Path) -> tuple[EngineSpec, EngineSpec]:

@@ -6,11 +6,13 @@ Import them into a conftest.py (they are plain fixtures, not a plugin):
 - `tiny_model_dir` -> Path of the cached tiny Qwen3 folder (built once).
 - `tokens_engine`  -> base URL of one collocated tokens-only engine (scripted logits loaded).
 - `pd_engines`     -> PDEngines(prefill_url, decode_url, decode_log): a NIXL prefill/decode pair.
+- `vision_engine`  -> VisionEngine(url, model_dir, log_path): one engine serving the tiny random
+                      Qwen2-VL of tiny_vlm_model.py (images arrive as GenerateRequest `features`).
 - `engine_fleet`   -> the session's EngineFleet, to start private engines (e.g. one a failure
                       test kills) with fleet.launch(spec).wait_healthy(); stopped at session end.
 
 Engines start lazily, on the first test that needs one. That first request starts EVERY
-engine some selected test needs (tokens and/or P/D), so they boot in parallel; each fixture
+engine some selected test needs (tokens, P/D and/or vision), so they boot in parallel; each fixture
 then waits only for its own engines. The fleet lives on the pytest config object, not in a
 module global, so it stays one per session even if this module is imported under two names
 (`harness.fixtures` and `tests.harness.fixtures`).
@@ -23,18 +25,35 @@ from typing import NamedTuple
 
 import pytest
 
-from .engines import EngineFleet, EngineProcess, pd_specs, tokens_only_spec
+from .engines import EngineFleet, EngineProcess, EngineSpec, pd_specs, tokens_only_spec, vision_spec
 from .tiny_model import tiny_qwen3_dir
+from .tiny_vlm_model import tiny_qwen2_vl_dir
 
 _FLEET_ATTR = "_render_service_engine_fleet"
 TOKENS = "tokens_engine"
 PD = "pd_engines"
+VISION = "vision_engine"
+KINDS = (TOKENS, PD, VISION)
 
 
 class PDEngines(NamedTuple):
     prefill_url: str
     decode_url: str
     decode_log: Path
+
+
+class VisionEngine(NamedTuple):
+    url: str
+    model_dir: Path  # what to render for (same tokenizer, template and processor config)
+    log_path: Path
+
+
+def _specs_for(kind: str) -> list[EngineSpec]:
+    if kind == TOKENS:
+        return [tokens_only_spec(tiny_qwen3_dir())]
+    if kind == PD:
+        return list(pd_specs(tiny_qwen3_dir()))
+    return [vision_spec(tiny_qwen2_vl_dir())]
 
 
 class _SessionEngines:
@@ -44,10 +63,9 @@ class _SessionEngines:
         self.fleet = EngineFleet()
         self.by_kind: dict[str, list[EngineProcess]] = {}
 
-    def launch_needed(self, kinds: set[str], model_dir: Path) -> None:
+    def launch_needed(self, kinds: set[str]) -> None:
         for kind in sorted(kinds - self.by_kind.keys()):
-            specs = [tokens_only_spec(model_dir)] if kind == TOKENS else list(pd_specs(model_dir))
-            self.by_kind[kind] = self.fleet.launch_all(specs)
+            self.by_kind[kind] = self.fleet.launch_all(_specs_for(kind))
 
     def healthy(self, kind: str) -> list[EngineProcess]:
         engines = self.by_kind[kind]
@@ -66,13 +84,13 @@ def _session_engines(config: pytest.Config) -> _SessionEngines:
 
 
 def _kinds_needed_by_session(session: pytest.Session) -> set[str]:
-    return {kind for item in session.items for kind in (TOKENS, PD)
+    return {kind for item in session.items for kind in KINDS
             if kind in getattr(item, "fixturenames", ())}  # fmt: skip
 
 
-def _engines_for(request: pytest.FixtureRequest, kind: str, model_dir: Path):
+def _engines_for(request: pytest.FixtureRequest, kind: str):
     state = _session_engines(request.config)
-    state.launch_needed(_kinds_needed_by_session(request.session) | {kind}, model_dir)
+    state.launch_needed(_kinds_needed_by_session(request.session) | {kind})
     return state.healthy(kind)
 
 
@@ -88,11 +106,17 @@ def engine_fleet(request: pytest.FixtureRequest) -> EngineFleet:
 
 @pytest.fixture(scope="session")
 def tokens_engine(request: pytest.FixtureRequest, tiny_model_dir: Path) -> str:
-    (engine,) = _engines_for(request, TOKENS, tiny_model_dir)
+    (engine,) = _engines_for(request, TOKENS)
     return engine.url
 
 
 @pytest.fixture(scope="session")
 def pd_engines(request: pytest.FixtureRequest, tiny_model_dir: Path) -> PDEngines:
-    prefill, decode = _engines_for(request, PD, tiny_model_dir)
+    prefill, decode = _engines_for(request, PD)
     return PDEngines(prefill.url, decode.url, decode.log_path)
+
+
+@pytest.fixture(scope="session")
+def vision_engine(request: pytest.FixtureRequest) -> VisionEngine:
+    (engine,) = _engines_for(request, VISION)
+    return VisionEngine(engine.url, engine.spec.model_dir, engine.log_path)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HARNESS_DIR = Path(__file__).resolve().parent
+# Import-only torchvision for engines serving vision models (docs/multimodal-design.md section 0).
+TORCHVISION_STUB = REPO_ROOT / "tests" / "multimodal" / "ref_torchvision_stub"
 
 
 def cache_root() -> Path:

@@ -77,17 +77,22 @@ def _inputs_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-def _build_into(folder: Path) -> None:
-    spec = json.dumps({"config": QWEN3_CONFIG, "seed": SEED})
+def run_weight_builder(builder: str, spec: dict, folder: Path, what: str) -> None:
+    """Run a weight-building script with the engine venv's torch (offline, bounded)."""
     proc = subprocess.run(
-        [str(engine_python()), "-c", _BUILDER, spec, str(folder)],
+        [str(engine_python()), "-c", builder, json.dumps(spec), str(folder)],
         capture_output=True,
         text=True,
         timeout=BUILD_TIMEOUT_S,
         env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+        check=False,
     )
     if proc.returncode != 0:
-        raise RuntimeError(f"tiny model build failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        raise RuntimeError(f"{what} build failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+
+
+def _build_into(folder: Path) -> None:
+    run_weight_builder(_BUILDER, {"config": QWEN3_CONFIG, "seed": SEED}, folder, "tiny model")
     for name in TOKENIZER_FILES:
         shutil.copyfile(qwen3_tokenizer_dir() / name, folder / name)
     (folder / "generation_config.json").write_text(json.dumps(_generation_config(), indent=2))

@@ -87,7 +87,7 @@ def greedy_output(response: dict[str, Any]) -> tuple[list[int], list[Any]]:
 
 
 def run(engine: VisionEngine, rendered: dict[str, Any]) -> dict[str, Any]:
-    return generate(engine.url, {**rendered, "features": None, "return_token_ids": True}, timeout=120)
+    return generate(engine.url, {**rendered, "return_token_ids": True}, timeout=120)
 
 
 @pytest.fixture(scope="module")
