@@ -18,5 +18,6 @@ def config_to_json(config: ServiceConfig) -> str:
 def config_from_json(raw: str) -> ServiceConfig:
     data: dict[str, Any] = json.loads(raw)
     data["limits"] = Limits(**data.get("limits", {}))
-    data["served_model_name"] = tuple(data.get("served_model_name", ()))
+    for name in ("served_model_name", "allowed_media_domains"):  # JSON has no tuples
+        data[name] = tuple(data.get(name, ()))
     return ServiceConfig(**data)

@@ -142,3 +142,36 @@ def test_two_workers_share_the_port_and_aggregate_metrics(server: str) -> None:
         if row.startswith('render_service_requests_total{endpoint="/v1/chat/completions/render",status="200"}')
     )  # fmt: skip
     assert float(line.split()[-1]) == 8.0
+
+
+def test_multimodal_flags_reach_the_config_and_survive_the_worker_handoff() -> None:
+    """Image flags populate the config; the JSON handed to worker processes round-trips."""
+    from render_service.config_io import config_from_json, config_to_json
+
+    config = parse(
+        "--allowed-media-domains", "images.example", "*.cdn.example",
+        "--allowed-local-media-path", "/srv/media",
+        "--mm-hasher-algorithm", "sha256",
+        "--mm-processor-cache-gb", "0.5",
+        "--interleave-mm-strings",
+        "--dtype", "float16",
+        "--max-image-pixels", "1000000",
+        "--max-image-bytes", "2048",
+        "--media-fetch-timeout", "2.5",
+        "--limit-mm-per-prompt", '{"image": 3}',
+    )  # fmt: skip
+    assert config.allowed_media_domains == ("images.example", "*.cdn.example")
+    assert (config.allowed_local_media_path, config.mm_hasher_algorithm) == ("/srv/media", "sha256")
+    assert (config.mm_processor_cache_gb, config.interleave_mm_strings, config.dtype) == (0.5, True, "float16")
+    limits = config.limits
+    assert (limits.max_images, limits.max_image_pixels, limits.max_image_bytes) == (3, 1_000_000, 2048)
+    assert limits.media_fetch_timeout_s == 2.5
+    assert config_from_json(config_to_json(config)) == config
+    assert parse("--max-images", "5").limits.max_images == 5
+
+
+def test_bad_image_limit_json_is_a_clear_start_up_error() -> None:
+    from render_service.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--limit-mm-per-prompt"):
+        parse("--limit-mm-per-prompt", '{"image": -1}')
