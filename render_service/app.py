@@ -112,6 +112,13 @@ def _check_counts(request: Any, limits: Limits) -> None:
             )
 
 
+def _rendered_response(
+    renderer: Renderer, body: Any, request_id_header: str | None, fetched: dict[str, bytes]
+) -> tuple[dict[str, Any], Response]:
+    result = renderer.render_chat(body, request_id_header=request_id_header, fetched_media=fetched)
+    return result, json_response(result)
+
+
 def _request_id_header(request: Request) -> str | None:
     return request.headers.get("x-request-id")
 
@@ -125,11 +132,12 @@ def _add_core_routes(app: FastAPI, service: Service) -> None:
         body = await read_json_object(request)
         _check_counts(body, limits)
         fetched = await service.fetch_media(body)
-        result = await service.run(
-            renderer.render_chat, body, request_id_header=_request_id_header(request), fetched_media=fetched
+        # Serialised on the pool too: with images the body is megabytes of base64.
+        result, response = await service.run(
+            _rendered_response, renderer, body, _request_id_header(request), fetched
         )
         METRICS.tokens_rendered.inc(len(result["token_ids"]))
-        return json_response(result)
+        return response
 
     @app.post("/v1/completions/render")
     async def render_completion(request: Request) -> Response:

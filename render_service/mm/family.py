@@ -32,7 +32,9 @@ _RESERVED_KWARGS = frozenset({"return_tensors", "device", "data_format", "input_
 class ProcessedImage:
     """One image after the model's processor (numpy arrays as HF returns them)."""
 
-    tensors: Mapping[str, np.ndarray]
+    # Floating tensors are already in the model dtype once the pipeline has them (cast once,
+    # before caching: a bfloat16 cast of a megapixel image costs more than its encoding).
+    tensors: Mapping[str, np.ndarray | BFloat16Tensor]
     num_tokens: int  # placeholder tokens this image occupies in token_ids
 
     @property
@@ -56,8 +58,18 @@ class ImageFamily(Protocol):
     def metadata_keys(self) -> frozenset[str]: ...
 
 
-def cast_float(array: np.ndarray, float_dtype: str) -> np.ndarray | BFloat16Tensor:
+def in_model_dtype(item: ProcessedImage, float_dtype: str) -> ProcessedImage:
+    """The item with every floating tensor cast to the model dtype."""
+    tensors = {key: cast_float(value, float_dtype) for key, value in item.tensors.items()}
+    return ProcessedImage(tensors, item.num_tokens)
+
+
+def cast_float(array: np.ndarray | BFloat16Tensor, float_dtype: str) -> np.ndarray | BFloat16Tensor:
     """vLLM casts every floating processor output to the model dtype before sending it."""
+    if isinstance(array, BFloat16Tensor):
+        if float_dtype != "bfloat16":
+            raise ValueError(f"a bfloat16 tensor cannot be sent as {float_dtype}")
+        return array
     if not np.issubdtype(array.dtype, np.floating):
         return array
     if float_dtype == "bfloat16":

@@ -15,7 +15,7 @@ from typing import Any
 from render_service.errors import BadRequestError
 from render_service.messages import ImageRef, ImageSlots
 from render_service.mm.cache import ProcessedImageCache
-from render_service.mm.family import ImageFamily, ProcessedImage
+from render_service.mm.family import ImageFamily, ProcessedImage, in_model_dtype
 from render_service.mm.features import build_features, expand_placeholders
 from render_service.mm.hashing import hash_image
 from render_service.mm.media import LoadedImage, MediaSource, background_color, load_image_url
@@ -116,6 +116,7 @@ class ImagePipeline:
             processed = self.family.process(image.image, kwargs)
         except TypeError as exc:  # an mm_processor_kwargs key the processor does not take
             raise BadRequestError(f"Invalid mm_processor_kwargs: {exc}", param="mm_processor_kwargs") from exc
+        processed = in_model_dtype(processed, self.settings.float_dtype)
         self.cache.put(content_key, processed)
         return processed
 

@@ -1,7 +1,5 @@
 """vLLM 0.33's msgpack encoding of one `MultiModalKwargsItem` (the `features.kwargs_data` items).
 
-PROTOTYPE (issue 7, slice 1): not wired into render yet.
-
 vLLM encodes with `MsgpackEncoder(size_threshold=2**62)` (every tensor inline) and base64s the
 single buffer (`entrypoints/scale_out/token_in_token_out/mm_serde.py`). The layout, from
 docs/multimodal-design.md section 4:
@@ -20,13 +18,13 @@ Byte equality with vLLM is checked in tests by decoding with vLLM and re-encodin
 
 from __future__ import annotations
 
-import base64
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
 import numpy as np
+import pybase64  # SIMD base64 (vLLM's choice too): payloads are megabytes per image
 
 __all__ = [
     "BFloat16Tensor",
@@ -60,6 +58,14 @@ class BFloat16Tensor:
 
     bits: np.ndarray  # uint16, same shape as the tensor
 
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.bits.shape
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.bits.nbytes)
+
 
 def to_bfloat16(array: np.ndarray) -> BFloat16Tensor:
     """torch's CPU float -> bfloat16 cast: round to nearest even, every NaN -> 0xFFFF.
@@ -68,12 +74,21 @@ def to_bfloat16(array: np.ndarray) -> BFloat16Tensor:
     tests; c10's scalar path would write 0x7FC0. Pixel values are never NaN in practice.)
 
     vLLM casts every floating processor output to the model dtype (`_postprocess_output`),
-    so a bfloat16 model gets bfloat16 `pixel_values` on the wire.
+    so a bfloat16 model gets bfloat16 `pixel_values` on the wire. In-place uint32 arithmetic:
+    megapixel images make temporaries expensive. The add can wrap only for negative NaNs,
+    which are overwritten.
     """
     as_float = np.ascontiguousarray(array, dtype=np.float32)
-    bits = as_float.view(np.uint32).astype(np.uint64)
-    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-    rounded[np.isnan(as_float)] = 0xFFFF
+    work = as_float.view(np.uint32).copy()
+    lsb = work >> 16
+    lsb &= 1
+    work += 0x7FFF
+    work += lsb
+    work >>= 16
+    rounded = work.astype(np.uint16)
+    nan = np.isnan(as_float)
+    if nan.any():
+        rounded[nan] = 0xFFFF
     return BFloat16Tensor(rounded)
 
 
@@ -111,7 +126,7 @@ class FieldElem:
 
 def encode_item_b64(item: Mapping[str, FieldElem]) -> str:
     """The `kwargs_data` / `mm_metadata` string vLLM's `decode_mm_kwargs_item` reads."""
-    return base64.b64encode(encode_item(item)).decode("ascii")
+    return pybase64.b64encode(encode_item(item)).decode("ascii")
 
 
 def encode_item(item: Mapping[str, FieldElem]) -> bytes:

@@ -85,6 +85,35 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def wait_http_healthy(
+    proc: subprocess.Popen[bytes], url: str, log_path: Path, timeout_s: float, what: str, poll_s: float
+) -> None:
+    """Poll `url`/health until 200; fail early with the log tail if the process exits."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited; see {log_path}:\n{log_path.read_text(errors='replace')[-4000:]}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(poll_s)
+    raise RuntimeError(f"{what} not healthy after {timeout_s}s; see {log_path}")
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 30 s: never leave a server behind."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
 class RefRenderServer:
     """One `vllm launch render` process; use as a context manager or call start/stop."""
 
@@ -138,19 +167,12 @@ class RefRenderServer:
         return self
 
     def _wait_healthy(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
         assert self._proc is not None
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"vllm launch render exited; see {self.log_path}:\n{self._tail()}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(1.0)
-        self.stop()
-        raise RuntimeError(f"vllm launch render not healthy after {START_TIMEOUT_S}s; see {self.log_path}")
+        try:
+            wait_http_healthy(self._proc, self.url, self.log_path, START_TIMEOUT_S, "vllm launch render", 1.0)
+        except RuntimeError:
+            self.stop()
+            raise
 
     def _tail(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]
@@ -160,14 +182,8 @@ class RefRenderServer:
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
+        if proc is not None:
+            stop_process(proc)
 
     def __enter__(self) -> RefRenderServer:
         return self.start()
