@@ -7,12 +7,15 @@ Import them into a conftest.py (they are plain fixtures, not a plugin):
 - `tokens_engine`  -> base URL of one collocated tokens-only engine (scripted logits loaded).
 - `pd_engines`     -> PDEngines(prefill_url, decode_url, decode_log): a NIXL prefill/decode pair.
 - `vision_engine`  -> VisionEngine(url, model_dir, log_path): one engine serving the tiny random
-                      Qwen2-VL of tiny_vlm_model.py (images arrive as GenerateRequest `features`).
+                      Qwen2-VL of tiny_vlm_model.py (images arrive as GenerateRequest `features`);
+                      module-scoped: it boots on its own when its module starts (booting it
+                      with three others on 2 cores took over the 300 s health bound) and stops
+                      when the module ends (3.7 GiB).
 - `engine_fleet`   -> the session's EngineFleet, to start private engines (e.g. one a failure
                       test kills) with fleet.launch(spec).wait_healthy(); stopped at session end.
 
 Engines start lazily, on the first test that needs one. That first request starts EVERY
-engine some selected test needs (tokens, P/D and/or vision), so they boot in parallel; each fixture
+engine some selected test needs (tokens and/or P/D), so they boot in parallel; each fixture
 then waits only for its own engines. The fleet lives on the pytest config object, not in a
 module global, so it stays one per session even if this module is imported under two names
 (`harness.fixtures` and `tests.harness.fixtures`).
@@ -20,6 +23,7 @@ module global, so it stays one per session even if this module is imported under
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -32,8 +36,7 @@ from .tiny_vlm_model import tiny_qwen2_vl_dir
 _FLEET_ATTR = "_render_service_engine_fleet"
 TOKENS = "tokens_engine"
 PD = "pd_engines"
-VISION = "vision_engine"
-KINDS = (TOKENS, PD, VISION)
+KINDS = (TOKENS, PD)  # booted together; the vision engine boots alone (see vision_engine)
 
 
 class PDEngines(NamedTuple):
@@ -51,9 +54,7 @@ class VisionEngine(NamedTuple):
 def _specs_for(kind: str) -> list[EngineSpec]:
     if kind == TOKENS:
         return [tokens_only_spec(tiny_qwen3_dir())]
-    if kind == PD:
-        return list(pd_specs(tiny_qwen3_dir()))
-    return [vision_spec(tiny_qwen2_vl_dir())]
+    return list(pd_specs(tiny_qwen3_dir()))
 
 
 class _SessionEngines:
@@ -116,7 +117,11 @@ def pd_engines(request: pytest.FixtureRequest, tiny_model_dir: Path) -> PDEngine
     return PDEngines(prefill.url, decode.url, decode.log_path)
 
 
-@pytest.fixture(scope="session")
-def vision_engine(request: pytest.FixtureRequest) -> VisionEngine:
-    (engine,) = _engines_for(request, VISION)
-    return VisionEngine(engine.url, engine.spec.model_dir, engine.log_path)
+@pytest.fixture(scope="module")
+def vision_engine(request: pytest.FixtureRequest) -> Iterator[VisionEngine]:
+    engine = _session_engines(request.config).fleet.launch(vision_spec(tiny_qwen2_vl_dir()))
+    try:
+        engine.wait_healthy()
+        yield VisionEngine(engine.url, engine.spec.model_dir, engine.log_path)
+    finally:
+        engine.stop()
