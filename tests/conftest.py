@@ -8,8 +8,18 @@ found as a plain regression test).
 
 from hypothesis import settings
 
-from .harness.fixtures import engine_fleet, pd_engines, tiny_model_dir, tokens_engine  # noqa: F401
+from .harness.fixtures import (  # noqa: F401
+    engine_fleet,
+    pd_engines,
+    stop_engines_after_last_use,
+    tiny_model_dir,
+    tokens_engine,
+)
 
 settings.register_profile("deterministic", derandomize=True, database=None, print_blob=True)
 settings.register_profile("explore", derandomize=False, print_blob=True)
 settings.load_profile("deterministic")
+
+
+def pytest_runtest_teardown(item, nextitem):  # noqa: ANN001, ANN201, ARG001
+    stop_engines_after_last_use(item)

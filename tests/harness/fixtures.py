@@ -121,7 +121,35 @@ def pd_engines(request: pytest.FixtureRequest, tiny_model_dir: Path) -> PDEngine
 def vision_engine(request: pytest.FixtureRequest) -> Iterator[VisionEngine]:
     engine = _session_engines(request.config).fleet.launch(vision_spec(tiny_qwen2_vl_dir()))
     try:
-        engine.wait_healthy()
+        engine.wait_healthy(timeout_s=600)  # 60 s alone; slower when other work shares the cores
         yield VisionEngine(engine.url, engine.spec.model_dir, engine.log_path)
     finally:
         engine.stop()
+
+
+def stop_engines_after_last_use(item: pytest.Item) -> None:
+    """Stop the shared engines of a kind once the last selected test using them has run.
+
+    Idle P/D engines keep both cores busy (their workers poll), which starved the rest of the
+    suite and the vision engine's boot; no test after the last user needs them.
+    """
+    state = getattr(item.config, _FLEET_ATTR, None)
+    if state is None or not state.by_kind:
+        return
+    last = _last_users(item.session)
+    for kind, engines in state.by_kind.items():
+        if last.get(kind) is item:
+            for engine in engines:
+                engine.stop()
+
+
+def _last_users(session: pytest.Session) -> dict[str, pytest.Item]:
+    cached = getattr(session, "_render_service_last_engine_users", None)
+    if cached is None:
+        cached = {}
+        for candidate in session.items:
+            for kind in KINDS:
+                if kind in getattr(candidate, "fixturenames", ()):
+                    cached[kind] = candidate
+        session._render_service_last_engine_users = cached  # type: ignore[attr-defined]
+    return cached
