@@ -33,7 +33,18 @@ PATIENT_HEALTH = HealthSettings(interval_s=0.5, timeout_s=5.0, failure_threshold
 def pd_gw(e2e_config, e2e_codec, pd_engines):  # type: ignore[no-untyped-def]
     with running(e2e_config, e2e_codec, prefill=(pd_engines.prefill_url,),
                  decode=(pd_engines.decode_url,), health=PATIENT_HEALTH) as gateway:
+        _warm_nixl_handshake(gateway, pd_engines.decode_url)
         yield gateway
+
+
+def _warm_nixl_handshake(gateway, decode_url: str, attempts: int = 3) -> None:  # type: ignore[no-untyped-def]
+    """The first P/D request makes decode handshake with prefill over NIXL; on a loaded 2-core
+    machine that handshake can time out (vLLM then recomputes on decode, correctly but without
+    pulling KV). Warm it up until one transfer pulled KV, so the tests see a settled pair."""
+    for _ in range(attempts):
+        gateway.client().chat.completions.create(model=MODEL, messages=PROMPT, max_tokens=2)
+        if kv_pulled_tokens(decode_url) > 0:
+            return
 
 
 def kv_pulled_tokens(decode_url: str) -> float:
