@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
-import os
-import subprocess
 from io import BytesIO
 
 from PIL import Image
@@ -19,7 +16,7 @@ from PIL import Image
 from render_service.errors import BadRequestError
 from render_service.mm.media import decode_image
 
-from ..render.ref_server import ref_venv
+from .ref import run_ref_script
 
 _REF_SCRIPT = r"""
 import base64, hashlib, json, sys
@@ -94,24 +91,7 @@ def _ours(data: bytes) -> dict[str, object]:
 
 def test_decoding_matches_vllm_image_media_io() -> None:
     cases = _cases()
-    python = ref_venv() / "bin" / "python"
-    env = {
-        **os.environ,
-        "VLLM_TARGET_DEVICE": "cpu",
-        "HF_HUB_OFFLINE": "1",
-        "VLLM_LOGGING_LEVEL": "ERROR",
-    }
-    proc = subprocess.run(
-        [str(python), "-c", _REF_SCRIPT],
-        input=json.dumps([base64.b64encode(data).decode() for data in cases.values()]),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    reference = json.loads(proc.stdout.strip().splitlines()[-1])
+    reference = run_ref_script(_REF_SCRIPT, [base64.b64encode(data).decode() for data in cases.values()])
     for (name, data), ref in zip(cases.items(), reference, strict=True):
         ours = _ours(data)
         if "error" in ref:

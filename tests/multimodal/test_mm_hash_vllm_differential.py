@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import subprocess
 from io import BytesIO
 from typing import Any
 
@@ -20,7 +18,7 @@ from PIL import Image
 from render_service.mm.hashing import hash_image
 from render_service.mm.media import decode_image
 
-from ..render.ref_server import ref_venv
+from .ref import run_ref_script
 
 _REF_SCRIPT = r"""
 import base64, json, sys
@@ -77,23 +75,7 @@ def _cases() -> list[dict[str, Any]]:
 def test_image_hashes_match_vllm() -> None:
     cases = _cases()
     wire = [{**case, "data": base64.b64encode(case["data"]).decode()} for case in cases]
-    env = {
-        **os.environ,
-        "VLLM_TARGET_DEVICE": "cpu",
-        "HF_HUB_OFFLINE": "1",
-        "VLLM_LOGGING_LEVEL": "ERROR",
-    }
-    proc = subprocess.run(
-        [str(ref_venv() / "bin" / "python"), "-c", _REF_SCRIPT],
-        input=json.dumps(wire),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    reference = json.loads(proc.stdout.strip().splitlines()[-1])
+    reference = run_ref_script(_REF_SCRIPT, wire)
     ours = [
         hash_image(
             decode_image(case["data"], max_image_pixels=10**8),

@@ -8,8 +8,6 @@ decoded item must give back exactly our bytes (so the headers we pick are msgspe
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from typing import Any
 
 import numpy as np
@@ -24,7 +22,7 @@ from render_service.mm.serde import (
     to_bfloat16,
 )
 
-from ..render.ref_server import ref_venv
+from .ref import run_ref_script
 
 _REF_SCRIPT = r"""
 import json, sys
@@ -158,23 +156,7 @@ def _normalise(value: Any) -> Any:
 def test_vllm_decodes_our_items_and_reencodes_them_byte_for_byte() -> None:
     items = _items()
     ours = [encode_item_b64(item) for item in items]
-    env = {
-        **os.environ,
-        "VLLM_TARGET_DEVICE": "cpu",
-        "HF_HUB_OFFLINE": "1",
-        "VLLM_LOGGING_LEVEL": "ERROR",
-    }
-    proc = subprocess.run(
-        [str(ref_venv() / "bin" / "python"), "-c", _REF_SCRIPT],
-        input=json.dumps(ours),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    decoded = json.loads(proc.stdout.strip().splitlines()[-1])
+    decoded = run_ref_script(_REF_SCRIPT, ours)
     assert len(decoded) == len(items)
     for item, b64, ref in zip(items, ours, decoded, strict=True):
         assert ref["keys"] == list(item)
@@ -217,18 +199,7 @@ def test_bfloat16_cast_matches_torch() -> None:
             ),
         ]
     ).astype(np.float32)
-    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu"}
-    proc = subprocess.run(
-        [str(ref_venv() / "bin" / "python"), "-c", _CAST_SCRIPT],
-        input=json.dumps(values.tolist()),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    torch_bits = np.array(json.loads(proc.stdout.strip().splitlines()[-1]), dtype=np.int16)
+    torch_bits = np.array(run_ref_script(_CAST_SCRIPT, values.tolist()), dtype=np.int16)
     ours = to_bfloat16(values).bits.view(np.int16)
     mismatches = np.flatnonzero(ours != torch_bits)
     assert mismatches.size == 0, [(values[i], ours[i], torch_bits[i]) for i in mismatches[:5]]
