@@ -205,7 +205,8 @@ def render_chat_prompt(
     slots = images.slots if images is not None else None
     text, refs = render_conversation(bundle, config, request.messages, request.chat_template, kwargs, slots)
     prepared = None
-    if refs and images is not None:
+    if refs:  # build_conversation refuses image parts when there is no image pipeline
+        assert images is not None
         prepared = images.prepare(
             refs,
             fetched=fetched_media,
@@ -218,7 +219,7 @@ def render_chat_prompt(
         ids, offsets = bundle.encoder.encode_with_offsets(text, add_special_tokens=add_special_tokens)
     else:
         ids = bundle.encoder.encode_full(text, add_special_tokens=add_special_tokens)
-    if prepared is not None and images is not None:
+    if prepared is not None:
         return _expanded_prompt(ids, prepared, images, tokenize_limits)
     checked = tokenize_limits.check_tokens(ids)
     if offsets is not None and len(checked) != len(ids):

@@ -24,7 +24,6 @@ Audio, video and embedding parts are refused with a clear 400.
 from __future__ import annotations
 
 import json
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -241,14 +240,13 @@ def _string_content(items: list[Any], images: ImageSlots | None) -> str:
     else:
         texts = [item for item in items if not isinstance(item, _Image)]
     text = _SEPARATOR.join(texts)
-    missing = Counter({placeholder: image_count})
-    missing[placeholder] -= text.count(placeholder)
-    if missing[placeholder] < 0:
+    missing = image_count - text.count(placeholder)
+    if missing < 0:
         raise vllm_validation_error(
             f"Found more '{placeholder}' placeholders in input prompt than actual multimodal data items.",
             parameter="messages",
         )
-    front = [placeholder] * missing[placeholder]
+    front = [placeholder] * missing
     return _SEPARATOR.join([*front, text] if text else front)
 
 
