@@ -1,11 +1,13 @@
 """The Helm chart, rendered by Helm's own engine (helm-python-sdk) and checked three ways:
 every manifest validates against the Kubernetes JSON schemas (kubernetes-validate, strict);
-every render-service replica gets the same model, template, parser flags and stream-state key;
+every render-service replica gets the same model, template, parser flags, stream-state key and
+API key, and no per-workload value (env, *.extraEnv, gateway.extraArgs) can override them;
 and the wiring (selectors, probes, HPA, PDB, checksums, gateway pools) points where it should.
 """
 
 from __future__ import annotations
 
+import argparse
 import base64
 import hashlib
 import json
@@ -59,6 +61,12 @@ def pod_spec(deployment: dict[str, Any]) -> dict[str, Any]:
 
 def env_of(container: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e.get("value") for e in container.get("env", [])}
+
+
+def secret_refs(container: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """Variable -> secretKeyRef of the container's env entries taken from a Secret."""
+    return {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container.get("env", [])
+            if "secretKeyRef" in e.get("valueFrom", {})}
 
 
 def volume(deployment: dict[str, Any], name: str) -> dict[str, Any]:
@@ -151,8 +159,12 @@ def test_every_replica_shares_model_template_parsers_and_key(
             secret_volume["secretName"], item["key"], env["RENDER_SERVICE_STREAM_STATE_SECRET_FILE"],
             annotations["checksum/config"], annotations["checksum/stream-state"],
             json.dumps([v for v in pod_spec(deployment)["volumes"] if v["name"] == "model"]),
+            json.dumps(secret_refs(container).get("RENDER_SERVICE_API_KEY")),
         ))
     assert len(wiring) == 1, wiring
+    (shared,) = wiring
+    expected_api_key = {"name": "llm-render-api-key", "key": "key"} if value_set == "pd" else None
+    assert json.loads(shared[-1]) == expected_api_key
 
 
 def test_configmap_holds_every_model_and_parser_flag() -> None:
@@ -186,9 +198,13 @@ def test_the_cli_reads_the_configmap_as_its_flags(monkeypatch: pytest.MonkeyPatc
     (container,) = render_service_containers(deployment)
     for name in [n for n in os.environ if n.startswith("RENDER_SERVICE_")]:
         monkeypatch.delenv(name)
-    for name, value in {**config_map["data"], **env_of(container)}.items():
+    # The API key comes from its Secret (llm-render-api-key, managed outside the chart).
+    assert secret_refs(container) == {"RENDER_SERVICE_API_KEY": {"name": "llm-render-api-key", "key": "key"}}
+    env = {**env_of(container), "RENDER_SERVICE_API_KEY": "key-from-the-secret"}
+    for name, value in {**config_map["data"], **env}.items():
         monkeypatch.setenv(name, value)
     args = cli.build_parser().parse_args(container["args"])
+    assert args.api_key == ["key-from-the-secret"]
     assert args.command == "serve"
     assert args.model == "/models/Qwen3-8B"
     assert (args.reasoning_parser, args.tool_call_parser) == ("qwen3", "hermes")
@@ -242,6 +258,196 @@ def test_a_key_shorter_than_the_cli_accepts_is_refused() -> None:
         render({"streamState": {"secret": "too-short"}})
 
 
+# -- The API key: one Secret, never the ConfigMap -------------------------------------------
+
+EVERY_WORKLOAD = {  # render tier + gateway + sidecar in one release
+    "gateway": {"enabled": True, "pools": {"engines": {"urls": ["http://e0:8000"]}}},
+    "sidecar": {"enabled": True, "containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.33.0"}]},
+}
+
+
+def render_service_pairs(docs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    return [(d, c) for d in of_kind(docs, "Deployment") for c in render_service_containers(d)]
+
+
+def test_api_key_reaches_every_replica_from_one_secret_and_no_configmap() -> None:
+    key = "sk-render-0123456789"
+    files = render_files({**EVERY_WORKLOAD, "apiKey": {"value": key}})
+    docs = manifests(files)
+    (secret,) = [s for s in of_kind(docs, "Secret") if s["metadata"]["name"] == "rs-render-service-api-key"]
+    assert base64.b64decode(secret["data"]["api-key"]).decode() == key
+    for config_map in of_kind(docs, "ConfigMap"):
+        text = json.dumps(config_map)
+        assert key not in text and base64.b64encode(key.encode()).decode() not in text
+        assert "RENDER_SERVICE_API_KEY" not in text
+    pairs = render_service_pairs(docs)
+    assert sorted(c["name"] for _, c in pairs) == ["gateway", "render", "render"]
+    digest = hashlib.sha256(files["render-service/templates/api-key-secret.yaml"].encode()).hexdigest()
+    for deployment, container in pairs:
+        assert secret_refs(container)["RENDER_SERVICE_API_KEY"] == {"name": "rs-render-service-api-key",
+                                                                   "key": "api-key"}
+        assert "RENDER_SERVICE_API_KEY" not in {n for n, v in env_of(container).items() if v is not None}
+        # A new key rolls every replica: env from a Secret is read only at container start.
+        assert deployment["spec"]["template"]["metadata"]["annotations"]["checksum/api-key"] == digest
+    for doc in docs:
+        kubernetes_validate.validate(doc, K8S_VERSIONS[-1], strict=True)
+
+
+def test_several_api_keys_are_stored_as_the_cli_reads_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    from render_service import cli
+
+    docs = render({"apiKey": {"value": ["sk-first", "sk-second"]}})
+    (secret,) = [s for s in of_kind(docs, "Secret") if s["metadata"]["name"].endswith("-api-key")]
+    monkeypatch.setenv("RENDER_SERVICE_API_KEY", base64.b64decode(secret["data"]["api-key"]).decode())
+    assert cli.build_parser().parse_args(["serve"]).api_key == ["sk-first", "sk-second"]
+
+
+def test_existing_api_key_secret_is_referenced_not_created() -> None:
+    docs = render({**EVERY_WORKLOAD, "apiKey": {"existingSecret": "my-keys", "existingSecretKey": "render"}})
+    assert [s["metadata"]["name"] for s in of_kind(docs, "Secret")] == ["rs-render-service-stream-state"]
+    for deployment, container in render_service_pairs(docs):
+        assert secret_refs(container)["RENDER_SERVICE_API_KEY"] == {"name": "my-keys", "key": "render"}
+        annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["render-service/api-key-secret"] == "my-keys/render"
+
+
+def test_no_api_key_by_default(value_set: str, rendered: list[dict[str, Any]]) -> None:
+    expected = {"name": "llm-render-api-key", "key": "key"} if value_set == "pd" else None
+    assert {value_set: [secret_refs(c).get("RENDER_SERVICE_API_KEY") for _, c in render_service_pairs(rendered)]} == {
+        value_set: [expected] * len(render_service_pairs(rendered))}
+    assert not [s for s in of_kind(rendered, "Secret") if s["metadata"]["name"].endswith("-api-key")]
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"config": {"apiKey": "sk-plain"}}, r"config\.apiKey \(RENDER_SERVICE_API_KEY\) does not belong in the shared ConfigMap"),
+    ({"config": {"extra": {"apiKey": "sk-plain"}}}, r"config\.extra\.apiKey \(RENDER_SERVICE_API_KEY\)"),
+    ({"config": {"extra": {"streamStateSecret": "0123456789abcdef"}}}, r"config\.extra\.streamStateSecret .*streamState\.existingSecret"),
+    ({"config": {"extra": {"workers": 4}}}, r"config\.extra\.workers .*render\.workers"),
+    ({"apiKey": {"existingSecret": "a", "value": "b"}}, "not both"),
+])
+def test_secrets_and_per_workload_flags_are_refused_in_the_configmap(values: dict[str, Any], message: str) -> None:
+    with pytest.raises(helm_python.HelmError, match=message):
+        render(values)
+
+
+# -- No per-workload value may override what every replica shares ----------------------------
+
+SPLIT_MESSAGE = "which every replica shares; set it there, not per workload"
+
+
+def with_env(path: str, entries: list[dict[str, Any]], base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Values with `entries` under `path` (env, render.extraEnv, gateway.extraEnv,
+    sidecar.render.extraEnv), the workload that path belongs to switched on."""
+    values = json.loads(json.dumps({**EVERY_WORKLOAD, **(base or {})}))
+    node = values
+    *parents, leaf = path.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = entries
+    if path == "render.extraEnv":
+        values["render"]["enabled"] = True
+    return values
+
+
+ENV_PATHS = ("env", "render.extraEnv", "gateway.extraEnv", "sidecar.render.extraEnv")
+
+
+@pytest.mark.parametrize(("path", "name", "source"), [
+    ("render.extraEnv", "RENDER_SERVICE_MODEL", "config.model"),
+    ("gateway.extraEnv", "RENDER_SERVICE_REASONING_PARSER", "config.reasoningParser"),
+    ("sidecar.render.extraEnv", "RENDER_SERVICE_CHAT_TEMPLATE", "config.chatTemplate or chatTemplateContent"),
+    ("env", "RENDER_SERVICE_TOOL_CALL_PARSER", "config.toolCallParser"),
+    ("render.extraEnv", "MODEL", "config.model"),
+    ("gateway.extraEnv", "RENDER_SERVICE_API_KEY", "apiKey.existingSecret or apiKey.value"),
+    ("render.extraEnv", "RENDER_SERVICE_STREAM_STATE_SECRET", "streamState"),
+    ("sidecar.render.extraEnv", "RENDER_SERVICE_STREAM_STATE_SECRET_FILE", "streamState"),
+    ("env", "RENDER_SERVICE_MAX_BODY_BYTES", "config.extra.maxBodyBytes"),
+])
+def test_overriding_a_shared_variable_fails_the_render(path: str, name: str, source: str) -> None:
+    base = {"config": {"extra": {"maxBodyBytes": 1048576}}}
+    for entry in ({"name": name, "value": "per-workload"},
+                  {"name": name, "valueFrom": {"secretKeyRef": {"name": "other", "key": "k"}}}):
+        with pytest.raises(helm_python.HelmError) as caught:
+            render(with_env(path, [{"name": "HF_HUB_OFFLINE", "value": "0"}, entry], base))
+        assert f"{path}: {name} comes from {source} (the shared" in str(caught.value)
+        assert SPLIT_MESSAGE in str(caught.value)
+
+
+def test_every_variable_a_ci_configmap_holds_is_refused_everywhere(
+    value_set: str, rendered: list[dict[str, Any]]
+) -> None:
+    (config_map,) = [c for c in of_kind(rendered, "ConfigMap") if c["metadata"]["name"] == "rs-render-service-config"]
+    base = ci_values(value_set)
+    for name in config_map["data"]:
+        for path in ENV_PATHS:
+            with pytest.raises(helm_python.HelmError, match=f"{path}: {name} comes from config"):
+                render(with_env(path, [{"name": name, "value": "x"}], base))
+
+
+def model_flag_dests() -> list[str]:
+    """Every model, template, parser and image flag of `serve` and `gateway`: what must be the
+    same on every replica."""
+    from render_service import cli
+
+    parser = argparse.ArgumentParser(add_help=False)
+    cli._add_model_flags(parser)
+    return [a.dest for a in parser._actions]
+
+
+def test_every_model_and_parser_flag_of_the_cli_is_a_shared_config_key() -> None:
+    """A flag missing from `config` would be neither in the ConfigMap nor reserved, so one
+    workload could set it alone: each one has a config key whose variable is the CLI's own, and
+    stays reserved when a user sets the key to null (which Helm turns into "no such key")."""
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())["config"]
+    dests = model_flag_dests()
+    assert "model" in dests and "reasoning_parser" in dests
+    values = {}
+    for dest in dests:
+        head, *rest = dest.split("_")
+        key = head + "".join(word.capitalize() for word in rest)
+        assert key in defaults, f"values.yaml config has no {key} (the CLI's --{dest.replace('_', '-')})"
+        values[key] = "x"
+        override = [{"name": f"RENDER_SERVICE_{dest.upper()}", "value": "x"}]
+        for base in ({}, {"config": {key: None}}):
+            with pytest.raises(helm_python.HelmError, match=f"RENDER_SERVICE_{dest.upper()} comes from config.{key} "):
+                render(with_env("render.extraEnv", override, base))
+    (config_map, *_) = of_kind(render({"config": values}), "ConfigMap")
+    assert set(config_map["data"]) == {f"RENDER_SERVICE_{d.upper()}" for d in dests}
+
+
+def test_unrelated_extra_env_still_renders_and_validates() -> None:
+    hf_token = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}
+    values = with_env("render.extraEnv", [hf_token, {"name": "RENDER_SERVICE_LOG_LEVEL", "value": "debug"}])
+    values["env"] = [{"name": "HF_HUB_OFFLINE", "value": "0"}]
+    values["gateway"]["extraEnv"] = [
+        {"name": "RENDER_SERVICE_ENGINE_API_KEY", "valueFrom": {"secretKeyRef": {"name": "engine", "key": "k"}}}]
+    values["gateway"]["extraArgs"] = ["--engine-api-key", "k", "--max-retries", "2"]
+    values["sidecar"]["render"] = {"extraEnv": [{"name": "RENDER_SERVICE_MAX_IMAGES", "value": "2"}]}
+    docs = render(values)
+    by_workload = {d["metadata"]["name"]: env_of(c) for d, c in render_service_pairs(docs)}
+    assert by_workload["rs-render-service"]["RENDER_SERVICE_LOG_LEVEL"] == "debug"
+    assert "HF_TOKEN" in by_workload["rs-render-service"]
+    assert "RENDER_SERVICE_ENGINE_API_KEY" in by_workload["rs-render-service-gateway"]
+    (gateway, _) = gateway_parts(docs)
+    assert render_service_containers(gateway)[0]["args"][-4:] == ["--engine-api-key", "k", "--max-retries", "2"]
+    assert by_workload["rs-render-service-engine"]["RENDER_SERVICE_MAX_IMAGES"] == "2"
+    assert all(env["HF_HUB_OFFLINE"] == "0" for env in by_workload.values())
+    for doc in docs:
+        kubernetes_validate.validate(doc, K8S_VERSIONS[-1], strict=True)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--reasoning-parser", "deepseek_r1"], "--reasoning-parser sets RENDER_SERVICE_REASONING_PARSER, which comes from config.reasoningParser"),
+    (["--chat-template=/t.jinja"], "--chat-template=/t.jinja sets RENDER_SERVICE_CHAT_TEMPLATE"),
+    (["--api-key", "sk"], "--api-key sets RENDER_SERVICE_API_KEY, which comes from apiKey"),
+    (["--stream-state-secret-file", "/k"], "RENDER_SERVICE_STREAM_STATE_SECRET_FILE, which comes from streamState"),
+    (["/models/other"], "a positional argument"),
+])
+def test_gateway_extra_args_cannot_override_shared_flags(args: list[str], message: str) -> None:
+    with pytest.raises(helm_python.HelmError, match=message):
+        render({"gateway": {**EVERY_WORKLOAD["gateway"], "extraArgs": args}})
+
+
 # -- Workload wiring ------------------------------------------------------------------------
 
 
@@ -273,13 +479,17 @@ def test_fixed_replicas_when_autoscaling_is_off() -> None:
 
 
 def test_every_render_service_container_is_probed_on_health(value_set: str, rendered: list[dict[str, Any]]) -> None:
+    """/health everywhere, except the gateway's readiness: /ready (503 until an engine is
+    healthy; its /health only says the process is up, so liveness never restarts it for that)."""
     for deployment in of_kind(rendered, "Deployment"):
+        gateway = deployment["metadata"]["name"].endswith("-gateway")
         for container in render_service_containers(deployment):
             (port,) = container["ports"]
             for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
                 spec = container[probe]
+                path = "/ready" if gateway and probe == "readinessProbe" else "/health"
                 if "httpGet" in spec:
-                    assert spec["httpGet"] == {"path": "/health", "port": port["name"]}
+                    assert spec["httpGet"] == {"path": path, "port": port["name"]}
                 else:  # loopback-bound sidecar: the kubelet cannot reach it over the pod IP
                     assert env_of(container)["RENDER_SERVICE_HOST"] == "127.0.0.1"
                     command = spec["exec"]["command"]
