@@ -13,41 +13,62 @@ Each is measured cold and warm:
 
 The reference has no cross-request cache, so it is measured on the cold requests only (its
 warm numbers would be the same work). Ours: in-process `Renderer` (one thread) and HTTP
-(`render_service.app`, one uvicorn worker) when available. Latency: p50/p99 of sequential
-requests. Throughput (one worker): requests/s with --concurrency clients.
+(`render_service.app`, one uvicorn worker). Every row times --n9k / --n50k sequential
+requests (p50/p99; 100+ samples make the p99 the 99th percentile of real data, not the
+maximum) and then as many other unique requests from --concurrency clients (req/s of one
+worker). Before timing, ours and the reference must return the same token ids for the same
+request; a server that does not start, a failed request or a mismatch stops the run.
 
-Final stdout line: JSON with all numbers and the ratios ref/ours (latency) and ours/ref
-(throughput). Usage: `.venv/bin/python bench/render.py [--n9k 30 --n50k 8]`.
+Final stdout line: JSON with all numbers and, per row, the ratios ref/ours for p50 and p99
+latency and ours/ref for throughput. Usage:
+    .venv/bin/python bench/render.py               # full: ~100-200 samples per row
+    .venv/bin/python bench/render.py --quick       # smoke test: a few requests per row
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from tests.render.ref_server import PARSER_FLAGS, RefRenderServer, build_render_model_dir, free_port  # noqa: E402
+from render_service.api import Renderer
+from render_service.app import CONFIG_ENV
+from render_service.config import ServiceConfig
+from render_service.config_io import config_to_json
+from tests.render.ref_server import (
+    PARSER_FLAGS,
+    RefRenderServer,
+    build_render_model_dir,
+    free_port,
+    stop_process,
+    wait_http_healthy,
+)
 
-from render_service.api import Renderer  # noqa: E402
-from render_service.config import ServiceConfig  # noqa: E402
-
+Call = Callable[[dict[str, Any]], Any]
+CHAT_PATH = "/v1/chat/completions/render"
 TOOL = {
     "type": "function",
     "function": {
         "name": "read_file",
         "description": "Read a file of the repository.",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+        "parameters": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+        },
     },
 }
 
@@ -90,22 +111,53 @@ def agent_turns(chunks: list[str], tag: str) -> list[dict[str, Any]]:
                 "role": "assistant",
                 "content": f"[{tag}] Let me read file {turn}.",
                 "tool_calls": [
-                    {"id": call_id, "type": "function",
-                     "function": {"name": "read_file", "arguments": json.dumps({"path": f"src/f{turn}.py"})}}
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {
+                            "name": "read_file",
+                            "arguments": json.dumps({"path": f"src/f{turn}.py"}),
+                        },
+                    }
                 ],
             }
         )
-        messages.append({"role": "tool", "tool_call_id": call_id, "content": f"[{tag}]\n{chunks[turn + 1]}"})
+        messages.append(
+            {"role": "tool", "tool_call_id": call_id, "content": f"[{tag}]\n{chunks[turn + 1]}"}
+        )
     return bodies
+
+
+class Workloads:
+    """Request bodies; every `prefix` gives requests no other prefix shares (cold)."""
+
+    def __init__(self, big: str, chunks: list[str], n9k: int, n50k: int) -> None:
+        self.big, self.chunks, self.n9k, self.n50k = big, chunks, n9k, n50k
+
+    def cold_9k(self, prefix: str) -> list[dict[str, Any]]:
+        return [chat_9k(self.big, f"{prefix}{i}") for i in range(self.n9k)]
+
+    def warm_9k(self) -> list[dict[str, Any]]:
+        return [chat_9k(self.big, "warm")] * self.n9k
+
+    def cold_50k(self, prefix: str) -> list[dict[str, Any]]:
+        return [agent_turns(self.chunks, f"{prefix}{i}")[-1] for i in range(self.n50k)]
+
+    def conversations_50k(self, prefix: str) -> list[list[dict[str, Any]]]:
+        return [agent_turns(self.chunks, f"{prefix}{i}") for i in range(self.n50k)]
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
-    p99 = ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
-    return {"p50_ms": round(statistics.median(ordered) * 1e3, 3), "p99_ms": round(p99 * 1e3, 3), "n": len(ordered)}
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+    return {
+        "p50_ms": round(statistics.median(ordered) * 1e3, 3),
+        "p99_ms": round(p99 * 1e3, 3),
+        "n": len(ordered),
+    }
 
 
-def time_calls(call: Any, bodies: list[Any]) -> list[float]:
+def time_calls(call: Call, bodies: list[Any]) -> list[float]:
     out = []
     for body in bodies:
         start = time.perf_counter()
@@ -114,153 +166,235 @@ def time_calls(call: Any, bodies: list[Any]) -> list[float]:
     return out
 
 
-def throughput(call: Any, bodies: list[Any], concurrency: int) -> float:
+def throughput(call: Call, bodies: list[Any], concurrency: int) -> float:
     start = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
         list(pool.map(call, bodies))
     return round(len(bodies) / (time.perf_counter() - start), 3)
 
 
-def http_caller(url: str) -> Any:
+def row(
+    name: str, call: Call, latency_bodies: list[Any], rps_bodies: list[Any] | None, concurrency: int
+) -> dict[str, Any]:
+    """p50/p99 of sequential calls, then req/s of `rps_bodies` from `concurrency` clients."""
+    stats: dict[str, Any] = percentiles(time_calls(call, latency_bodies))
+    if rps_bodies is not None:
+        stats["rps"] = throughput(call, rps_bodies, concurrency)
+    print(name, json.dumps(stats), file=sys.stderr, flush=True)
+    return stats
+
+
+def warm_turn5(name: str, call: Call, conversations: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """Turn 5 timed right after turns 1-4 of the same conversation (untimed)."""
+    for conversation in conversations:
+        for body in conversation[:-1]:
+            call(body)
+    return row(name, call, [conversation[-1] for conversation in conversations], None, 1)
+
+
+def measure_ours(label: str, call: Call, work: Workloads, concurrency: int) -> dict[str, Any]:
+    call(work.warm_9k()[0])  # warm up (first-call imports, template compile) and fill caches
+    return {
+        "chat_9k": {
+            "cold": row(
+                f"{label} chat_9k cold",
+                call,
+                work.cold_9k(f"{label}-c"),
+                work.cold_9k(f"{label}-t"),
+                concurrency,
+            ),
+            "warm": row(f"{label} chat_9k warm", call, work.warm_9k(), work.warm_9k(), concurrency),
+        },
+        "agent_50k": {
+            "cold": row(
+                f"{label} agent_50k cold",
+                call,
+                work.cold_50k(f"{label}-c"),
+                work.cold_50k(f"{label}-t"),
+                concurrency,
+            ),
+            "warm_turn5": warm_turn5(
+                f"{label} agent_50k warm_turn5", call, work.conversations_50k(f"{label}-w")
+            ),
+        },
+    }
+
+
+def measure_ref(call: Call, work: Workloads, concurrency: int) -> dict[str, Any]:
+    call(work.warm_9k()[0])  # warm up the server (imports, template compile)
+    return {
+        "chat_9k": {
+            "cold": row(
+                "ref chat_9k cold", call, work.cold_9k("r-c"), work.cold_9k("r-t"), concurrency
+            )
+        },
+        "agent_50k": {
+            "cold": row(
+                "ref agent_50k cold", call, work.cold_50k("r-c"), work.cold_50k("r-t"), concurrency
+            )
+        },
+    }
+
+
+def http_caller(url: str) -> Call:
     client = httpx.Client(timeout=600.0)
 
     def call(body: dict[str, Any]) -> Any:
-        response = client.post(f"{url}/v1/chat/completions/render", json=body)
+        response = client.post(f"{url}{CHAT_PATH}", json=body)
         response.raise_for_status()
         return response.content
 
     return call
 
 
-def start_our_http(config: ServiceConfig, log_dir: Path) -> tuple[subprocess.Popen[bytes], str] | None:
-    try:
-        from render_service.app import CONFIG_ENV
-        from render_service.config_io import config_to_json
-    except ImportError:
-        return None
-    port = free_port()
-    env = {**os.environ, CONFIG_ENV: config_to_json(config)}
-    cmd = [sys.executable, "-m", "uvicorn", "render_service.app:app_from_env", "--factory",
-           "--host", "127.0.0.1", "--port", str(port), "--workers", "1", "--log-level", "warning"]
-    log = (log_dir / f"ours-{port}.log").open("wb")
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO))
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return None
+class OurHttpServer:
+    """`render_service.app` under one uvicorn worker; raises with the log tail if it fails."""
+
+    def __init__(self, config: ServiceConfig, log_dir: Path) -> None:
+        self.config = config
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_dir / f"ours-{self.port}.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> Self:
+        env = {**os.environ, CONFIG_ENV: config_to_json(self.config)}
+        cmd = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "render_service.app:app_from_env",
+            "--factory",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            "1",
+            "--log-level",
+            "warning",
+        ]
+        with self.log_path.open("wb") as log:
+            self._proc = subprocess.Popen(
+                cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO)
+            )
         try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    proc.kill()
-    return None
+            wait_http_healthy(
+                self._proc, self.url, self.log_path, 300.0, "render-service (uvicorn)", 0.5
+            )
+        except RuntimeError:
+            stop_process(self._proc)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is not None:
+            stop_process(self._proc)
 
 
-def measure(name: str, call: Any, cold: list[Any], warm: list[Any] | None, concurrency: int) -> dict[str, Any]:
-    result: dict[str, Any] = {"cold": percentiles(time_calls(call, cold[: len(cold) // 2]))}
-    result["cold"]["rps"] = throughput(call, cold[len(cold) // 2:], concurrency)
-    if warm is not None:
-        time_calls(call, warm[:1])  # fill caches
-        result["warm"] = percentiles(time_calls(call, warm))
-        result["warm"]["rps"] = throughput(call, warm, concurrency)
-    print(name, json.dumps(result), file=sys.stderr, flush=True)
-    return result
+def check_same_tokens(ours: Call, ref: Call, bodies: list[dict[str, Any]]) -> None:
+    """Benchmarking different work would be meaningless: ids must be equal first."""
+    for body in bodies:
+        mine = ours(copy.deepcopy(body))["token_ids"]
+        theirs = json.loads(ref(copy.deepcopy(body)))["token_ids"]
+        if mine != theirs:
+            raise SystemExit(
+                f"token ids differ from the reference ({len(mine)} vs {len(theirs)} tokens)"
+            )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--n9k", type=int, default=30)
-    parser.add_argument("--n50k", type=int, default=8)
+def ratios(results: dict[str, Any]) -> dict[str, Any]:
+    """Per row: latency ref/ours at p50 and p99 (>= 5 meets the target), throughput ours/ref."""
+    ref = results["vllm_ref_http"]
+    out: dict[str, Any] = {}
+    for mode in ("ours_inproc", "ours_http"):
+        for workload, temps in results[mode].items():
+            base = ref[workload]["cold"]
+            for temp, ours in temps.items():
+                key = f"{mode}.{workload}.{temp}"
+                out[f"{key}.latency_speedup_p50"] = round(base["p50_ms"] / ours["p50_ms"], 2)
+                out[f"{key}.latency_speedup_p99"] = round(base["p99_ms"] / ours["p99_ms"], 2)
+                if "rps" in ours:
+                    out[f"{key}.throughput_ratio"] = round(ours["rps"] / base["rps"], 2)
+    return out
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--n9k",
+        type=int,
+        default=200,
+        help="requests per 9k row (latency; as many again for req/s)",
+    )
+    parser.add_argument(
+        "--n50k",
+        type=int,
+        default=100,
+        help="requests per 50k row (latency; as many again for req/s)",
+    )
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--quick", action="store_true", help="smoke test: 4 requests per row")
     args = parser.parse_args()
+    if args.quick:
+        args.n9k = args.n50k = 4
+    if min(args.n9k, args.n50k) < 2:
+        parser.error("--n9k and --n50k must be >= 2")
+    return args
 
-    work = REPO / ".cache" / "bench-render"
-    work.mkdir(parents=True, exist_ok=True)
+
+def build_model_dir(work: Path) -> Path:
     model_dir = build_render_model_dir(work / "model")
     # The 5-turn agent prompt is ~50k tokens: give the folder a 64k context (both servers).
     hf_config = json.loads((model_dir / "config.json").read_text())
     hf_config["max_position_embeddings"] = 65536
     (model_dir / "config.json").write_text(json.dumps(hf_config, indent=2))
+    return model_dir
+
+
+def main() -> None:
+    args = parse_args()
+    work_dir = REPO / ".cache" / "bench-render"
+    logs = work_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    model_dir = build_model_dir(work_dir)
     config = ServiceConfig(
-        model=str(model_dir), served_model_name=("Qwen/Qwen3-8B",),
-        reasoning_parser="qwen3", tool_call_parser="hermes", enable_auto_tool_choice=True,
+        model=str(model_dir),
+        served_model_name=("Qwen/Qwen3-8B",),
+        reasoning_parser="qwen3",
+        tool_call_parser="hermes",
+        enable_auto_tool_choice=True,
     )
     renderer = Renderer(config)
     text = corpus()
     big = tokens_to_chars(text, renderer, 9000)
-    chunk_chars = len(big)
-    chunks = [text[i * chunk_chars:(i + 1) * chunk_chars] for i in range(6)]
+    chunks = [text[i * len(big) : (i + 1) * len(big)] for i in range(6)]
+    work = Workloads(big, chunks, args.n9k, args.n50k)
+    probe = [chat_9k(big, "probe"), agent_turns(chunks, "probe")[-1]]
 
-    cold_9k = [chat_9k(big, f"c{i}") for i in range(args.n9k)]
-    warm_9k = [chat_9k(big, "warm")] * args.n9k
-    cold_50k = [agent_turns(chunks, f"a{i}")[-1] for i in range(args.n50k)]
-    warm_conversations = [agent_turns(chunks, f"w{i}") for i in range(args.n50k)]
-    sizes = {
-        "chat_9k_tokens": len(renderer.render_chat(cold_9k[0])["token_ids"]),
-        "agent_50k_tokens": len(renderer.render_chat(cold_50k[0])["token_ids"]),
+    results: dict[str, Any] = {
+        "args": {"n9k": args.n9k, "n50k": args.n50k, "concurrency": args.concurrency},
+        "sizes": {
+            "chat_9k_tokens": len(renderer.render_chat(probe[0])["token_ids"]),
+            "agent_50k_tokens": len(renderer.render_chat(probe[1])["token_ids"]),
+        },
+        "tokenizer_backend": renderer.bundle.encoder.backend_name,
     }
-
-    results: dict[str, Any] = {"sizes": sizes, "tokenizer_backend": renderer.bundle.encoder.backend_name}
-    ours = renderer.render_chat
-    results["ours_inproc"] = {
-        "chat_9k": measure("ours chat_9k", ours, cold_9k, warm_9k, 1),
-        "agent_50k": measure("ours agent_50k", ours, cold_50k, None, 1),
-    }
-    # Agent warm: render turns 1-4 first (untimed), then time turn 5.
-    for conversation in warm_conversations:
-        for body in conversation[:-1]:
-            ours(body)
-    warm_turn5 = time_calls(ours, [conv[-1] for conv in warm_conversations])
-    results["ours_inproc"]["agent_50k"]["warm_turn5"] = percentiles(warm_turn5)
-
-    logs = work / "logs"
-    logs.mkdir(exist_ok=True)
-    http = start_our_http(config, logs)
-    if http is not None:
-        proc, url = http
-        try:
-            call = http_caller(url)
-            results["ours_http"] = {
-                "chat_9k": measure("ours-http chat_9k", call, [chat_9k(big, f"h{i}") for i in range(args.n9k)], warm_9k, args.concurrency),
-                "agent_50k": measure("ours-http agent_50k", call, [agent_turns(chunks, f"h{i}")[-1] for i in range(args.n50k)], None, args.concurrency),
-            }
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
-
+    results["ours_inproc"] = measure_ours("ours", renderer.render_chat, work, 1)
+    with OurHttpServer(config, logs) as server:
+        results["ours_http"] = measure_ours(
+            "ours-http", http_caller(server.url), work, args.concurrency
+        )
     with RefRenderServer(model_dir, PARSER_FLAGS, logs) as ref:
-        call = http_caller(ref.url)
-        call(cold_9k[0])  # warm up the server (imports, template compile)
-        results["vllm_ref_http"] = {
-            "chat_9k": measure("ref chat_9k", call, [chat_9k(big, f"r{i}") for i in range(args.n9k)], None, args.concurrency),
-            "agent_50k": measure("ref agent_50k", call, [agent_turns(chunks, f"r{i}")[-1] for i in range(args.n50k)], None, args.concurrency),
-        }
+        ref_call = http_caller(ref.url)
+        check_same_tokens(renderer.render_chat, ref_call, probe)
+        results["vllm_ref_http"] = measure_ref(ref_call, work, args.concurrency)
 
     results["ratios"] = ratios(results)
     results["load_average"] = os.getloadavg()
     print(json.dumps(results))
-
-
-def ratios(results: dict[str, Any]) -> dict[str, Any]:
-    """latency: ref_p50 / ours_p50 (>=5 meets the target); throughput: ours_rps / ref_rps."""
-    ref = results["vllm_ref_http"]
-    out: dict[str, Any] = {}
-    for mode in ("ours_inproc", "ours_http"):
-        if mode not in results:
-            continue
-        for workload in ("chat_9k", "agent_50k"):
-            ours = results[mode][workload]
-            for temp in ("cold", "warm", "warm_turn5"):
-                if temp not in ours:
-                    continue
-                key = f"{mode}.{workload}.{temp}"
-                out[f"{key}.latency_speedup_p50"] = round(ref[workload]["cold"]["p50_ms"] / ours[temp]["p50_ms"], 2)
-                if "rps" in ours[temp]:
-                    out[f"{key}.throughput_ratio"] = round(ours[temp]["rps"] / ref[workload]["cold"]["rps"], 2)
-    return out
 
 
 if __name__ == "__main__":
