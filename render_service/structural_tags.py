@@ -1,0 +1,216 @@
+"""xgrammar structural tags for tool calls, built the way vLLM 0.33 builds them at render time.
+
+vLLM constrains tool calls with an xgrammar `StructuralTag` and sends it to the engine as
+`structured_outputs.structural_tag = json.dumps(tag.model_dump())`. The engine compares
+nothing, but the render output is compared byte for byte, so this module builds the same
+JSON from plain dicts (xgrammar pulls torch; it cannot be a runtime dependency):
+
+- every format dict lists pydantic's fields in declaration order, defaults included
+  (`JSONSchemaFormat` always carries `style`, `any_order`, `max_whitespace_cnt`, `excludes`);
+- `json.dumps` with its defaults (ASCII escapes, ", " and ": " separators), like vLLM;
+- a tool's argument schema is its `parameters` only when the tool is strict (else `true`,
+  any JSON), exactly xgrammar's `_get_function_parameters`.
+
+Theory of operation (vLLM's `DelegatingParser._apply_structural_tag` +
+`structural_tag_registry`): `resolve_strictness` decides whether a tag applies at all and pins
+each tool's `strict` from the request and `--tool-strict-level`; `tool_call_format` then builds
+the model family's format for the simplified choice ("auto", "required" or "forced" = a named
+tool). `parallel_tool_calls=false` sets `stop_after_first` on every tool-call list format;
+vLLM does that after building (`limit_to_single_tool_call`), here the builders take it as an
+argument so no walk can ever reach into a user's JSON schema.
+
+vLLM always passes `reasoning=False` from `DelegatingParser` (the composition every parser
+here uses), so the tags never carry xgrammar's reasoning prefix, whatever the reasoning parser.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "STRUCTURAL_TAG_MODELS",
+    "TagTool",
+    "dump_structural_tag",
+    "resolve_strictness",
+    "tool_call_format",
+]
+
+_THINK_EXCLUDES = ("<think>", "</think>")
+_DS_CALLS_BEGIN = "<｜tool▁calls▁begin｜>"
+_DS_CALLS_END = "<｜tool▁calls▁end｜>"
+_DS_CALL_BEGIN = "<｜tool▁call▁begin｜>"
+_DS_CALL_END = "<｜tool▁call▁end｜>"
+_DS_SEP = "<｜tool▁sep｜>"
+
+
+@dataclass(frozen=True, slots=True)
+class TagTool:
+    """One function tool as the tag builders see it, `strict` already pinned."""
+
+    name: str
+    parameters: dict[str, Any] | None
+    strict: bool
+
+    @property
+    def argument_schema(self) -> dict[str, Any] | bool:
+        if not self.strict or self.parameters is None:
+            return True
+        return self.parameters
+
+
+def resolve_strictness(
+    tools: Sequence[tuple[str, dict[str, Any] | None, bool | None]], choice: str, level: str
+) -> list[TagTool] | None:
+    """vLLM's `resolve_tool_strictness`: None means no tag; else the tools, `strict` pinned.
+
+    `choice` is "auto", "required" or "forced". Auto without a strict tool needs the server
+    level above "auto"; a tool is strict if it says `strict: true` or the level is "parameter".
+    """
+    if choice == "auto" and level == "auto" and not any(strict is True for _, _, strict in tools):
+        return None
+    every_tool_strict = level == "parameter"
+    return [TagTool(name, params, every_tool_strict or strict is True) for name, params, strict in tools]
+
+
+def dump_structural_tag(tag_format: dict[str, Any]) -> str:
+    """`json.dumps(StructuralTag(format=...).model_dump())`."""
+    return json.dumps({"type": "structural_tag", "format": tag_format})
+
+
+def tool_call_format(model: str, tools: Sequence[TagTool], choice: str, single_call: bool) -> dict[str, Any]:
+    """The tool-call format of `model` ("forced": `tools` is the one named tool)."""
+    return _BUILDERS[model](list(tools), choice, single_call)
+
+
+# -- xgrammar format dicts (pydantic field order, defaults included) --------------------------
+
+
+def _json_schema(schema: dict[str, Any] | bool, style: str = "json") -> dict[str, Any]:
+    return {
+        "type": "json_schema",
+        "json_schema": schema,
+        "style": style,
+        "any_order": False,
+        "max_whitespace_cnt": None,
+        "excludes": [],
+    }
+
+
+def _tag(begin: str, content: dict[str, Any], end: str) -> dict[str, Any]:
+    return {"type": "tag", "begin": begin, "content": content, "end": end}
+
+
+def _triggered(
+    triggers: list[str],
+    tags: list[dict[str, Any]],
+    single_call: bool,
+    *,
+    at_least_one: bool = False,
+    excludes: Sequence[str] = (),
+) -> dict[str, Any]:
+    return {
+        "type": "triggered_tags",
+        "triggers": triggers,
+        "tags": tags,
+        "at_least_one": at_least_one,
+        "stop_after_first": single_call,
+        "excludes": list(excludes),
+    }
+
+
+def _separated(tags: list[dict[str, Any]], separator: str, stop_after_first: bool) -> dict[str, Any]:
+    return {
+        "type": "tags_with_separator",
+        "tags": tags,
+        "separator": separator,
+        "at_least_one": True,
+        "stop_after_first": stop_after_first,
+    }
+
+
+# -- one builder per model family ---------------------------------------------------------------
+
+
+def _hermes(tools: list[TagTool], choice: str, single_call: bool) -> dict[str, Any]:
+    """vLLM's own "hermes" builder: each tool with and without newlines around the JSON."""
+    tags = [
+        _tag(
+            f'<tool_call>{newline}{{"name": "{tool.name}", "arguments": ',
+            _json_schema(tool.argument_schema),
+            f"}}{newline}</tool_call>",
+        )
+        for tool in tools
+        for newline in ("\n", "")
+    ]
+    if choice == "auto":
+        return _triggered(["<tool_call>"], tags, single_call)
+    return _separated(tags, "", choice == "forced" or single_call)
+
+
+def _llama(tools: list[TagTool], choice: str, single_call: bool) -> dict[str, Any]:
+    """xgrammar "llama": bare `{"name": ..., "parameters": ...}` objects."""
+    tags = [
+        _tag(f'{{"name": "{tool.name}", "parameters": ', _json_schema(tool.argument_schema), "}")
+        for tool in tools
+    ]
+    if choice == "forced":
+        return tags[0]
+    return _triggered(
+        ['{"name": '], tags, single_call, at_least_one=choice == "required", excludes=_THINK_EXCLUDES
+    )
+
+
+def _qwen3_coder(tools: list[TagTool], choice: str, single_call: bool) -> dict[str, Any]:
+    """xgrammar "qwen_3_coder": `<tool_call><function=NAME>` with XML parameters."""
+    tags = [
+        _tag(
+            f"<tool_call>\n<function={tool.name}>\n",
+            _json_schema(tool.argument_schema, style="qwen_xml"),
+            "\n</function>\n</tool_call>",
+        )
+        for tool in tools
+    ]
+    if choice == "forced":
+        return tags[0]
+    return _triggered(
+        ["<tool_call>\n<function="],
+        tags,
+        single_call,
+        at_least_one=choice == "required",
+        excludes=_THINK_EXCLUDES,
+    )
+
+
+def _deepseek(call_begin: Callable[[str], str], call_end: str, separator: str) -> Callable[..., dict[str, Any]]:
+    """xgrammar "deepseek_r1" / "deepseek_v3_1": calls inside one tool-calls block."""
+
+    def build(tools: list[TagTool], choice: str, single_call: bool) -> dict[str, Any]:
+        if choice == "forced":
+            tool = tools[0]
+            return _tag(
+                _DS_CALLS_BEGIN + call_begin(tool.name),
+                _json_schema(tool.argument_schema),
+                call_end + _DS_CALLS_END,
+            )
+        calls = [_tag(call_begin(tool.name), _json_schema(tool.argument_schema), call_end) for tool in tools]
+        block = _tag(_DS_CALLS_BEGIN, _separated(calls, separator, single_call), _DS_CALLS_END)
+        if choice == "required":
+            return block
+        return _triggered([_DS_CALLS_BEGIN], [block], single_call, excludes=_THINK_EXCLUDES)
+
+    return build
+
+
+_BUILDERS: dict[str, Callable[[list[TagTool], str, bool], dict[str, Any]]] = {
+    "hermes": _hermes,
+    "llama": _llama,
+    "qwen_3_coder": _qwen3_coder,
+    "deepseek_r1": _deepseek(
+        lambda name: f"{_DS_CALL_BEGIN}function{_DS_SEP}{name}\n```json\n", f"\n```{_DS_CALL_END}", "\n"
+    ),
+    "deepseek_v3_1": _deepseek(lambda name: f"{_DS_CALL_BEGIN}{name}{_DS_SEP}", _DS_CALL_END, ""),
+}
+STRUCTURAL_TAG_MODELS = frozenset(_BUILDERS)
