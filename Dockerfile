@@ -49,8 +49,10 @@ ENV PATH=/opt/render-service/bin:$PATH \
 USER ${UID}:${UID}
 WORKDIR /home/render
 EXPOSE 8000
-# stdlib only: no curl in the image. Any answer but 200 (or none in 4 s) is unhealthy.
+# stdlib only: no curl in the image. Any answer but 200 (or none in 4 s) is unhealthy. The
+# probe reads the server's own --host/--port (or RENDER_SERVICE_HOST/PORT) from /proc/1, so
+# `docker run IMAGE serve --port 9000` is probed on 9000 (render_service/healthcheck.py).
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
-    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/health' % os.environ.get('RENDER_SERVICE_PORT', '8000'), timeout=4)"]
+    CMD ["python", "-c", "import sys; from render_service.healthcheck import probe; sys.exit(probe('/health'))"]
 ENTRYPOINT ["/usr/local/bin/render-service-entrypoint"]
 CMD ["serve"]

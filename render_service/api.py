@@ -7,7 +7,7 @@ results are plain JSON-ready dicts/lists (`orjson.dumps` gives vLLM's response b
     from render_service.api import Renderer
     from render_service.config import ServiceConfig
 
-    renderer = Renderer(ServiceConfig(reasoning_parser="qwen3"))   # embedded Qwen3 default
+    renderer = Renderer(ServiceConfig.embedded_default())   # as `render-service serve`
     req = renderer.render_chat({"messages": [{"role": "user", "content": "Hi"}]})
     print(req["token_ids"], req["sampling_params"]["max_tokens"])
 
@@ -44,6 +44,7 @@ from render_service.protocol import (
     TokenizeChatRequest,
     TokenizeCompletionRequest,
     parse_request,
+    parse_union_request,
     random_uuid,
 )
 
@@ -127,20 +128,28 @@ class Renderer:
 
     def tokenize(self, body: Any) -> dict[str, Any]:
         """`POST /tokenize` (completion-style `prompt` or chat-style `messages`)."""
-        if isinstance(body, dict) and "messages" in body:
-            return self._tokenize_chat(parse_request(TokenizeChatRequest, body))
-        request = parse_request(TokenizeCompletionRequest, body)
+        # vLLM's TokenizeRequest is the union of both forms: the first that validates wins
+        # (the chat form first when "messages" is present), else both forms' errors are listed.
+        first = TokenizeChatRequest if isinstance(body, dict) and "messages" in body else None
+        request = parse_union_request((TokenizeCompletionRequest, TokenizeChatRequest), body, first=first)
+        if isinstance(request, TokenizeChatRequest):
+            return self._tokenize_chat(request)
         self.check_model(request.model)
         ids = self._bundle.encoder.encode_full(request.prompt, add_special_tokens=request.add_special_tokens)
         return self._tokenize_response(ids, request.return_token_strs)
 
     def detokenize(self, body: Any) -> dict[str, Any]:
-        """`POST /detokenize`: {"prompt": text}."""
+        """`POST /detokenize`: {"prompt": text}.
+
+        As in vLLM, ids the tokenizer does not know decode to nothing (200), and an id that
+        does not fit the tokenizer's u32 is a 400 with the tokenizer's OverflowError text.
+        """
         request = parse_request(DetokenizeRequest, body)
         self.check_model(request.model)
-        if request.tokens and max(request.tokens) > self._bundle.max_token_id:
-            raise BadRequestError(f"Token id {max(request.tokens)} is out of vocabulary")
-        return {"prompt": self._bundle.hf_tokenizer.decode(request.tokens)}
+        try:
+            return {"prompt": self._bundle.hf_tokenizer.decode(request.tokens)}
+        except OverflowError as exc:
+            raise BadRequestError(str(exc)) from None
 
     def models(self) -> dict[str, Any]:
         """`GET /v1/models` body (vLLM ModelList)."""

@@ -24,10 +24,10 @@ from render_service.config import Limits, ServiceConfig
 from render_service.derender_api import Derenderer
 from render_service.errors import BadRequestError
 from render_service.http_errors import install_error_handlers
-from render_service.http_io import VLLM_API_VERSION, json_response, read_json_object
+from render_service.http_io import json_response, read_json_object, version_body
 from render_service.metrics import CONTENT_TYPE_LATEST, METRICS, render_metrics_text
 from render_service.middleware import ServiceMiddleware
-from render_service.mm.fetch import FetchPolicy, fetch_images, http_image_urls, make_client
+from render_service.mm.fetch import MediaFetcher
 from render_service.model import ModelBundle
 from render_service.openapi import install_openapi
 
@@ -47,6 +47,12 @@ _POST_ROUTES = (
     "/detokenize",
 )
 _GET_ROUTES = ("/v1/models", "/health", "/ping", "/version", "/load", "/metrics")
+# Members of vLLM's body model per route, for the error a non-object body gets (see
+# http_io.read_json_object): TokenizeRequest and the derender bodies are unions.
+_TOKENIZE_BODY = ((), ())
+_DERENDER_CHAT_BODY = (("DerenderChatRequest",), ("DerenderChatStreamRequest",))
+_DERENDER_COMPLETION_BODY = ((), ("DerenderCompletionStreamRequest",))
+_NON_GET_METHODS = ["POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH"]
 
 
 class Service:
@@ -59,12 +65,7 @@ class Service:
         self.pool = ThreadPoolExecutor(
             max_workers=config.renderer_num_workers, thread_name_prefix="renderer"
         )
-        self.fetch_policy = FetchPolicy(
-            allowed_domains=config.allowed_media_domains,
-            timeout_s=config.limits.media_fetch_timeout_s,
-            max_bytes=config.limits.max_image_bytes,
-        )
-        self._fetch_client = make_client(self.fetch_policy) if self.fetch_policy.enabled else None
+        self.fetcher = MediaFetcher.from_config(config)
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -72,23 +73,13 @@ class Service:
 
     async def fetch_media(self, body: Any) -> dict[str, bytes]:
         """The http(s) images of a chat body, fetched under the policy (the core does no IO)."""
-        if self.renderer.images is None or self._fetch_client is None:
-            return {}  # render refuses the parts: no images for this model, or fetching is off
-        urls = http_image_urls(body)
-        if not urls:
-            return {}
-        max_images = self.config.limits.max_images
-        if len(urls) > max_images:
-            raise BadRequestError(
-                f"At most {max_images} image(s) may be provided in one prompt; got {len(urls)}.",
-                param="messages",
-            )
-        return await fetch_images(urls, self.fetch_policy, self._fetch_client)
+        if self.renderer.images is None:
+            return {}  # render refuses the parts: no images for this model
+        return await self.fetcher.fetch(body)
 
     async def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
-        if self._fetch_client is not None:
-            await self._fetch_client.aclose()
+        await self.fetcher.aclose()
 
 
 
@@ -148,18 +139,18 @@ def _add_core_routes(app: FastAPI, service: Service) -> None:
 
     @app.post("/v1/chat/completions/derender")
     async def derender_chat(request: Request) -> Response:
-        body = await read_json_object(request)
+        body = await read_json_object(request, _DERENDER_CHAT_BODY)
         _check_counts(body.get("chat_request"), limits)
         return json_response(await service.run(derenderer.derender_chat, body))
 
     @app.post("/v1/completions/derender")
     async def derender_completion(request: Request) -> Response:
-        body = await read_json_object(request)
+        body = await read_json_object(request, _DERENDER_COMPLETION_BODY)
         return json_response(await service.run(derenderer.derender_completion, body))
 
     @app.post("/tokenize")
     async def tokenize(request: Request) -> Response:
-        body = await read_json_object(request)
+        body = await read_json_object(request, _TOKENIZE_BODY)
         _check_counts(body, limits)
         return json_response(await service.run(renderer.tokenize, body))
 
@@ -178,21 +169,29 @@ def _add_info_routes(app: FastAPI, service: Service) -> None:
     async def health() -> Response:
         return Response(status_code=200)
 
-    @app.get("/ping")
     async def ping() -> Response:
         return Response(status_code=200)
 
+    app.add_api_route("/ping", ping, methods=["GET"])
+    app.add_api_route("/ping", ping, methods=["POST"], include_in_schema=False)  # vLLM: SageMaker's too
+
     @app.get("/version")
     async def version() -> Response:
-        return json_response({"version": __version__, "vllm_api_version": VLLM_API_VERSION})
+        return json_response(version_body())
 
     @app.get("/load")
     async def load() -> Response:
         return json_response({"server_load": service.pool._work_queue.qsize()})
 
-    @app.get("/metrics")
     async def metrics() -> Response:
         return Response(render_metrics_text(), media_type=CONTENT_TYPE_LATEST)
+
+    # vLLM mounts prometheus_client's ASGI app at /metrics: any method, with or without "/".
+    # (Not OPTIONS on "/metrics/": it is no probe path, and OPTIONS bypasses --api-key.)
+    app.add_api_route("/metrics", metrics, methods=["GET"])
+    app.add_api_route("/metrics", metrics, methods=_NON_GET_METHODS, include_in_schema=False)
+    app.add_api_route("/metrics/", metrics, methods=["GET", "POST", "PUT", "DELETE", "HEAD", "PATCH"],
+                      include_in_schema=False)
 
 
 def create_app(config: ServiceConfig, *, bundle: ModelBundle | None = None) -> FastAPI:

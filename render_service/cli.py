@@ -9,32 +9,106 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import secrets
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from render_service.config import Limits, ServiceConfig, parse_json_flag
+from render_service.config import (
+    EMBEDDED_DEFAULT_PARSERS,
+    TOOL_STRICT_LEVELS,
+    Limits,
+    ServiceConfig,
+    parse_json_flag,
+)
 from render_service.errors import ConfigError
 
 __all__ = ["build_parser", "config_from_args", "main"]
 
 ENV_PREFIX = "RENDER_SERVICE_"
 SECRET_ENV = "RENDER_SERVICE_STREAM_STATE_SECRET"
-# The embedded default model gets the parsers its family needs.
-DEFAULT_MODEL_PARSERS = {"reasoning_parser": "qwen3", "tool_call_parser": "hermes"}
+# The embedded default model gets the parsers its family needs (ServiceConfig.embedded_default).
+DEFAULT_MODEL_PARSERS = EMBEDDED_DEFAULT_PARSERS
 
 log = logging.getLogger("render_service")
 
 
+class _EnvValue(str):
+    """A flag default taken from RENDER_SERVICE_<FLAG>: argparse converts a string default
+    with the flag's `type`, so a bad value fails like a bad flag, naming its variable."""
+
+    var: str
+
+
 def _env_default(name: str, default: Any = None) -> Any:
     # An empty variable means "unset" (charts and shells often export VAR="").
-    return os.environ.get(ENV_PREFIX + name.upper().replace("-", "_")) or default
+    var = ENV_PREFIX + name.upper().replace("-", "_")
+    raw = os.environ.get(var)
+    if not raw:
+        return default
+    value = _EnvValue(raw)
+    value.var = var
+    return value
+
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 def _env_flag(name: str) -> bool:
-    return str(_env_default(name, "")).lower() in ("1", "true", "yes", "on")
+    """A boolean RENDER_SERVICE_<FLAG>; a typo is a start-up error, not a silent False."""
+    value = _env_default(name)
+    if value is None:
+        return False
+    if value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ConfigError(
+        f"${value.var}={str(value)!r} is not a boolean; accepted values: {', '.join(_TRUE)} "
+        f"(on), {', '.join(_FALSE)} (off), or empty (unset)"
+    )
+
+
+def _flag_type(parse: Callable[[str], Any], expected: str) -> Callable[[str], Any]:
+    """An argparse `type` whose error names what is expected and, for an environment
+    default, the variable it came from."""
+
+    def convert(value: str) -> Any:
+        try:
+            return parse(value)
+        except (ValueError, argparse.ArgumentTypeError) as exc:
+            source = f" (from ${value.var})" if isinstance(value, _EnvValue) else ""
+            detail = f": {exc}" if isinstance(exc, argparse.ArgumentTypeError) else ""
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {str(value)!r}{source}{detail}") from None
+
+    convert.__name__ = expected  # argparse shows it in some messages
+    return convert
+
+
+def _human_readable_int(value: str) -> int:
+    """vLLM's human_readable_int: 25.6k = 25600 (k m g t decimal), 2K = 2048 (K M G T binary)."""
+    value = value.strip()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", value)
+    if not match:
+        return int(value)
+    number, suffix = match.groups()
+    if suffix.islower():
+        return int(float(number) * 1000 ** ("kmgt".index(suffix) + 1))
+    if "." in number:
+        raise argparse.ArgumentTypeError(
+            f"decimals are not allowed with binary suffixes like {suffix}; did you mean {number}{suffix.lower()}?"
+        )
+    return int(number) * 1024 ** ("KMGT".index(suffix) + 1)
+
+
+def _max_model_len(value: str) -> int:
+    """vLLM's human_readable_int_or_auto: -1 and "auto" (derive from the model) are -1."""
+    return -1 if value.strip() == "-1" or value.strip().lower() == "auto" else _human_readable_int(value)
+
+
+INT = _flag_type(int, "an integer")
+FLOAT = _flag_type(float, "a number")
+MAX_MODEL_LEN = _flag_type(_max_model_len, "an integer (e.g. 40960, 32k, 32K), -1 or auto")
 
 
 def _add_model_flags(p: argparse.ArgumentParser) -> None:
@@ -44,8 +118,10 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokenizer", default=_env_default("tokenizer"))
     p.add_argument("--revision", default=_env_default("revision"))
     p.add_argument("--trust-remote-code", action="store_true", default=_env_flag("trust_remote_code"))
-    p.add_argument("--max-model-len", type=int, default=_env_default("max_model_len"))
-    p.add_argument("--max-logprobs", type=int, default=int(_env_default("max_logprobs", 20)))
+    p.add_argument("--max-model-len", type=MAX_MODEL_LEN, default=_env_default("max_model_len"),
+                   help="context length: an integer with an optional k/m (x1000) or K/M (x1024) suffix, "
+                        "or -1/auto for the model's own (default)")
+    p.add_argument("--max-logprobs", type=INT, default=_env_default("max_logprobs", 20))
     p.add_argument("--generation-config", default=_env_default("generation_config", "auto"))
     p.add_argument("--chat-template", default=_env_default("chat_template"))
     p.add_argument("--chat-template-content-format", default=_env_default("chat_template_content_format", "auto"),
@@ -57,11 +133,15 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--default-chat-template-kwargs", default=_env_default("default_chat_template_kwargs"))
     p.add_argument("--reasoning-parser", default=_env_default("reasoning_parser"))
     p.add_argument("--tool-call-parser", default=_env_default("tool_call_parser"))
+    p.add_argument("--tool-strict-level", default=_env_default("tool_strict_level"), choices=TOOL_STRICT_LEVELS,
+                   help="floor for tool-call structural tags: auto (per request), function (constrain every "
+                        "call envelope) or parameter (every tool strict); default: the parser's (auto)")
     p.add_argument("--enable-auto-tool-choice", action="store_true",
                    default=_env_flag("enable_auto_tool_choice"))
     p.add_argument("--exclude-tools-when-tool-choice-none", action="store_true",
                    default=_env_flag("exclude_tools_when_tool_choice_none"))
-    p.add_argument("--reasoning-effort-map", default=_env_default("reasoning_effort_map"))
+    p.add_argument("--reasoning-effort-map", default=_env_default("reasoning_effort_map"),
+                   help='JSON rewriting request efforts for the template, e.g. \'{"xhigh": "max"}\'')
     _add_multimodal_flags(p)
 
 
@@ -73,7 +153,7 @@ def _add_multimodal_flags(p: argparse.ArgumentParser) -> None:
                         "default: none, fetching is off")
     p.add_argument("--mm-hasher-algorithm", default=_env_default("mm_hasher_algorithm", "blake3"),
                    choices=("blake3", "sha256", "sha512"))
-    p.add_argument("--mm-processor-cache-gb", type=float, default=float(_env_default("mm_processor_cache_gb", 4.0)),
+    p.add_argument("--mm-processor-cache-gb", type=FLOAT, default=_env_default("mm_processor_cache_gb", 4.0),
                    help="processed-image cache per worker process, GiB (0 disables it)")
     p.add_argument("--interleave-mm-strings", action="store_true", default=_env_flag("interleave_mm_strings"))
     p.add_argument("--dtype", default=_env_default("dtype", "auto"),
@@ -83,41 +163,41 @@ def _add_multimodal_flags(p: argparse.ArgumentParser) -> None:
                    help='vLLM\'s JSON form of --max-images, e.g. \'{"image": 4}\'')
 
 
+# (flag, Limits field, type): the named limits on untrusted input; ranges are checked by Limits.
+_LIMIT_OPTIONS = (
+    ("--max-body-bytes", "max_body_bytes", INT),
+    ("--max-messages", "max_messages", INT),
+    ("--max-tools", "max_tools", INT),
+    ("--render-timeout", "render_timeout_s", FLOAT),
+    ("--max-tool-call-chars", "max_tool_call_chars", INT),
+    ("--max-template-output-chars", "max_template_output_chars", INT),
+    ("--max-stream-state-bytes", "max_stream_state_bytes", INT),
+    ("--max-concurrent-requests", "max_concurrent_requests", INT),
+    ("--max-images", "max_images", INT),
+    ("--max-image-pixels", "max_image_pixels", INT),
+    ("--max-image-bytes", "max_image_bytes", INT),
+    ("--media-fetch-timeout", "media_fetch_timeout_s", FLOAT),
+)
+
+
 def _add_server_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default=_env_default("host", "127.0.0.1"))
-    p.add_argument("--port", type=int, default=int(_env_default("port", 8000)))
-    p.add_argument("--workers", type=int, default=int(_env_default("workers", 1)),
+    p.add_argument("--port", type=INT, default=_env_default("port", 8000))
+    p.add_argument("--workers", type=INT, default=_env_default("workers", 1),
                    help="worker processes (uvicorn workers sharing the port)")
-    p.add_argument("--renderer-num-workers", type=int,
-                   default=int(_env_default("renderer_num_workers", 1)),
+    p.add_argument("--renderer-num-workers", type=INT, default=_env_default("renderer_num_workers", 1),
                    help="render threads per worker process")
-    p.add_argument("--api-key", default=_env_default("api_key"))
+    p.add_argument("--api-key", nargs="+", default=(_env_default("api_key") or "").split(),
+                   help="accepted bearer key(s), as vLLM: one or several (env: whitespace-separated)")
     p.add_argument("--stream-state-secret-file", default=_env_default("stream_state_secret_file"),
                    help=f"file holding the stream_state MAC key shared by all replicas (or ${SECRET_ENV})")
     p.add_argument("--enable-request-id-headers", action="store_true",
                    default=_env_flag("enable_request_id_headers"))
     p.add_argument("--log-level", default=_env_default("log_level", "info"))
     limits = Limits()
-    p.add_argument("--max-body-bytes", type=int, default=int(_env_default("max_body_bytes", limits.max_body_bytes)))
-    p.add_argument("--max-messages", type=int, default=int(_env_default("max_messages", limits.max_messages)))
-    p.add_argument("--max-tools", type=int, default=int(_env_default("max_tools", limits.max_tools)))
-    p.add_argument("--render-timeout", type=float,
-                   default=float(_env_default("render_timeout", limits.render_timeout_s)))
-    p.add_argument("--max-tool-call-chars", type=int,
-                   default=int(_env_default("max_tool_call_chars", limits.max_tool_call_chars)))
-    p.add_argument("--max-template-output-chars", type=int,
-                   default=int(_env_default("max_template_output_chars", limits.max_template_output_chars)))
-    p.add_argument("--max-stream-state-bytes", type=int,
-                   default=int(_env_default("max_stream_state_bytes", limits.max_stream_state_bytes)))
-    p.add_argument("--max-concurrent-requests", type=int,
-                   default=int(_env_default("max_concurrent_requests", limits.max_concurrent_requests)))
-    p.add_argument("--max-images", type=int, default=int(_env_default("max_images", limits.max_images)))
-    p.add_argument("--max-image-pixels", type=int,
-                   default=int(_env_default("max_image_pixels", limits.max_image_pixels)))
-    p.add_argument("--max-image-bytes", type=int,
-                   default=int(_env_default("max_image_bytes", limits.max_image_bytes)))
-    p.add_argument("--media-fetch-timeout", type=float,
-                   default=float(_env_default("media_fetch_timeout", limits.media_fetch_timeout_s)))
+    for flag, field_name, kind in _LIMIT_OPTIONS:
+        env_name = flag.removeprefix("--").replace("-", "_")
+        p.add_argument(flag, type=kind, dest=env_name, default=_env_default(env_name, getattr(limits, field_name)))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,26 +216,30 @@ def _read_secret(path: str | None) -> str | None:
     if path:
         try:
             with open(path, encoding="utf-8") as fh:
-                secret = fh.read().strip()
+                return _checked_secret(fh.read().strip(), "--stream-state-secret-file")
         except OSError as exc:
             raise ConfigError(f"--stream-state-secret-file: {exc}") from exc
-        if len(secret) < 16:
-            raise ConfigError("--stream-state-secret-file: the secret must be at least 16 characters")
-        return secret
-    return os.environ.get(SECRET_ENV) or None
+    secret = os.environ.get(SECRET_ENV)
+    return _checked_secret(secret, f"${SECRET_ENV}") if secret else None
+
+
+def _checked_secret(secret: str, source: str) -> str:
+    if len(secret) < 16:
+        raise ConfigError(f"{source}: the secret must be at least 16 characters")
+    return secret
 
 
 def _parser_settings(args: argparse.Namespace) -> dict[str, Any]:
-    reasoning, tool = args.reasoning_parser, args.tool_call_parser
-    auto = args.enable_auto_tool_choice
-    if args.model is None:  # the embedded default turns on its family's parsers
-        reasoning = reasoning or DEFAULT_MODEL_PARSERS["reasoning_parser"]
-        if tool is None:
-            tool, auto = DEFAULT_MODEL_PARSERS["tool_call_parser"], True
-    reasoning = None if reasoning is None or reasoning.lower() in ("", "none") else reasoning
-    tool = None if tool is None or tool.lower() in ("", "none") else tool
-    _check_parser_names(reasoning, tool)
-    return {"reasoning_parser": reasoning, "tool_call_parser": tool, "enable_auto_tool_choice": auto}
+    """The parser flags that were given ("none" turns a parser off); the rest is left to the
+    config's defaults (ServiceConfig, or ServiceConfig.embedded_default with no MODEL)."""
+    settings: dict[str, Any] = {}
+    for name in ("reasoning_parser", "tool_call_parser"):
+        value = getattr(args, name)
+        if value is not None:
+            settings[name] = None if value.lower() in ("", "none") else value
+    if args.enable_auto_tool_choice:
+        settings["enable_auto_tool_choice"] = True
+    return settings
 
 
 def _check_parser_names(reasoning: str | None, tool: str | None) -> None:
@@ -176,7 +260,9 @@ def _check_parser_names(reasoning: str | None, tool: str | None) -> None:
 def _max_images(args: argparse.Namespace) -> int:
     """--max-images, or the "image" entry of vLLM's --limit-mm-per-prompt JSON."""
     per_prompt = parse_json_flag("--limit-mm-per-prompt", args.limit_mm_per_prompt)
-    value = per_prompt.get("image", args.max_images)
+    if "image" not in per_prompt:
+        return args.max_images  # range-checked by Limits, under its own flag name
+    value = per_prompt["image"]
     if isinstance(value, dict):  # vLLM also accepts {"image": {"count": N, ...}}
         value = value.get("count", args.max_images)
     if type(value) is not int or value < 0:
@@ -185,28 +271,16 @@ def _max_images(args: argparse.Namespace) -> int:
 
 
 def config_from_args(args: argparse.Namespace) -> ServiceConfig:
-    limits = Limits(
-        max_body_bytes=args.max_body_bytes,
-        max_messages=args.max_messages,
-        max_tools=args.max_tools,
-        render_timeout_s=args.render_timeout,
-        max_tool_call_chars=args.max_tool_call_chars,
-        max_template_output_chars=args.max_template_output_chars,
-        max_stream_state_bytes=args.max_stream_state_bytes,
-        max_concurrent_requests=args.max_concurrent_requests,
-        max_images=_max_images(args),
-        max_image_pixels=args.max_image_pixels,
-        max_image_bytes=args.max_image_bytes,
-        media_fetch_timeout_s=args.media_fetch_timeout,
-    )
+    limits = Limits(**{
+        field_name: getattr(args, flag.removeprefix("--").replace("-", "_")) for flag, field_name, _ in _LIMIT_OPTIONS
+    } | {"max_images": _max_images(args)})
     served = args.served_model_name or (_env_default("served_model_name") or "").split() or ()
-    return ServiceConfig(
-        model=args.model,
+    options = dict(
         served_model_name=tuple(served),
         tokenizer=args.tokenizer,
         revision=args.revision,
         trust_remote_code=args.trust_remote_code,
-        max_model_len=int(args.max_model_len) if args.max_model_len else None,
+        max_model_len=args.max_model_len,
         max_logprobs=args.max_logprobs,
         chat_template=args.chat_template,
         chat_template_content_format=args.chat_template_content_format,
@@ -214,6 +288,7 @@ def config_from_args(args: argparse.Namespace) -> ServiceConfig:
         trust_request_mm_kwargs=args.trust_request_mm_kwargs,
         default_chat_template_kwargs=parse_json_flag("--default-chat-template-kwargs", args.default_chat_template_kwargs),
         reasoning_effort_map=parse_json_flag("--reasoning-effort-map", args.reasoning_effort_map),
+        tool_strict_level=args.tool_strict_level,
         exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none,
         generation_config=args.generation_config,
         allowed_local_media_path=args.allowed_local_media_path,
@@ -223,7 +298,7 @@ def config_from_args(args: argparse.Namespace) -> ServiceConfig:
         interleave_mm_strings=args.interleave_mm_strings,
         dtype=args.dtype,
         renderer_num_workers=args.renderer_num_workers,
-        api_key=args.api_key,
+        api_key=tuple(args.api_key),
         host=args.host,
         port=args.port,
         workers=args.workers,
@@ -232,6 +307,12 @@ def config_from_args(args: argparse.Namespace) -> ServiceConfig:
         limits=limits,
         **_parser_settings(args),
     )
+    if args.model is None:  # the embedded default, with its family's parsers unless overridden
+        config = ServiceConfig.embedded_default(**options)
+    else:
+        config = ServiceConfig(model=args.model, **options)
+    _check_parser_names(config.reasoning_parser, config.tool_call_parser)
+    return config
 
 
 def _with_process_secret(config: ServiceConfig) -> ServiceConfig:
@@ -264,7 +345,12 @@ def serve(config: ServiceConfig, log_level: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        parser = build_parser()  # reads the boolean RENDER_SERVICE_* variables
+    except ConfigError as exc:
+        print(f"render-service: error: {exc.message}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)  # a bad flag or variable value exits 2 with usage
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = _with_process_secret(config_from_args(args))

@@ -9,17 +9,26 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from render_service.errors import ConfigError
 
-__all__ = ["REASONING_EFFORTS", "Limits", "ServiceConfig", "parse_json_flag"]
+__all__ = [
+    "EMBEDDED_DEFAULT_PARSERS",
+    "REASONING_EFFORTS",
+    "TOOL_STRICT_LEVELS",
+    "Limits",
+    "ServiceConfig",
+    "parse_json_flag",
+]
 
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 ContentFormat = Literal["auto", "string", "openai"]
 MM_HASHERS = ("blake3", "sha256", "sha512")
 DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+TOOL_STRICT_LEVELS = ("auto", "function", "parameter")  # vLLM's ToolStrictLevel names
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +58,42 @@ class Limits:
     # Wall-clock bound on fetching one http(s) image (vLLM: VLLM_IMAGE_FETCH_TIMEOUT=5 s).
     media_fetch_timeout_s: float = 5.0
 
+    def __post_init__(self) -> None:
+        for name, flag in _LIMIT_FLAGS.items():
+            value = getattr(self, name)
+            if name.endswith("_s"):
+                valid = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+                if not valid or value <= 0:
+                    raise ConfigError(f"{flag} must be a number of seconds > 0, got {value!r}")
+                continue
+            # --max-images 0 is vLLM's "no images" (--limit-mm-per-prompt '{"image": 0}').
+            floor = 0 if name == "max_images" else 1
+            if type(value) is not int or value < floor:
+                raise ConfigError(f"{flag} must be an integer >= {floor}, got {value!r}")
+
+
+# Limits field -> its flag, for start-up messages.
+_LIMIT_FLAGS = {
+    "max_body_bytes": "--max-body-bytes",
+    "max_messages": "--max-messages",
+    "max_tools": "--max-tools",
+    "render_timeout_s": "--render-timeout",
+    "max_template_output_chars": "--max-template-output-chars",
+    "max_tool_call_chars": "--max-tool-call-chars",
+    "max_stream_state_bytes": "--max-stream-state-bytes",
+    "max_concurrent_requests": "--max-concurrent-requests",
+    "max_images": "--max-images",
+    "max_image_pixels": "--max-image-pixels",
+    "max_image_bytes": "--max-image-bytes",
+    "media_fetch_timeout_s": "--media-fetch-timeout",
+}
+# What `render-service serve` with no MODEL turns on: the embedded Qwen3's parsers.
+EMBEDDED_DEFAULT_PARSERS: dict[str, Any] = {
+    "reasoning_parser": "qwen3",
+    "tool_call_parser": "hermes",
+    "enable_auto_tool_choice": True,
+}
+
 
 @dataclass(frozen=True, slots=True)
 class ServiceConfig:
@@ -59,8 +104,8 @@ class ServiceConfig:
     tokenizer: str | None = None
     revision: str | None = None
     trust_remote_code: bool = False
-    max_model_len: int | None = None
-    max_logprobs: int = 20
+    max_model_len: int | None = None  # None or -1 (vLLM's "auto"): derived from the model
+    max_logprobs: int = 20  # -1: no cap (vLLM)
     chat_template: str | None = None
     chat_template_content_format: ContentFormat = "auto"
     trust_request_chat_template: bool = False
@@ -68,6 +113,8 @@ class ServiceConfig:
     default_chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     reasoning_parser: str | None = None
     tool_call_parser: str | None = None
+    # vLLM's --tool-strict-level (auto|function|parameter); None: the tool parser's default.
+    tool_strict_level: str | None = None
     enable_auto_tool_choice: bool = False
     exclude_tools_when_tool_choice_none: bool = False
     reasoning_effort_map: dict[str, str] = field(default_factory=dict)
@@ -81,7 +128,8 @@ class ServiceConfig:
     interleave_mm_strings: bool = False
     dtype: str = "auto"  # the engine's model dtype: processed float tensors are cast to it
     renderer_num_workers: int = 1
-    api_key: str | None = None
+    # Accepted bearer keys (vLLM's --api-key takes several); a single str is one key.
+    api_key: tuple[str, ...] | str | None = field(default=None, repr=False)
     host: str = "127.0.0.1"
     port: int = 8000
     workers: int = 1
@@ -91,12 +139,19 @@ class ServiceConfig:
     limits: Limits = field(default_factory=Limits)
 
     def __post_init__(self) -> None:
+        self._normalise()
         if self.renderer_num_workers < 1:
             raise ConfigError("--renderer-num-workers must be >= 1")
         if self.workers < 1:
             raise ConfigError("--workers must be >= 1")
+        if type(self.port) is not int or not 1 <= self.port <= 65535:
+            raise ConfigError(f"--port must be between 1 and 65535, got {self.port!r}")
         if self.max_model_len is not None and self.max_model_len < 1:
-            raise ConfigError("--max-model-len must be >= 1")
+            raise ConfigError(
+                f"--max-model-len must be a positive integer, -1 or auto, got {self.max_model_len!r}"
+            )
+        if self.max_logprobs < -1:
+            raise ConfigError("--max-logprobs must be >= 0, or -1 for no cap")
         if self.chat_template_content_format not in ("auto", "string", "openai"):
             raise ConfigError(
                 "--chat-template-content-format must be one of auto, string, openai"
@@ -105,19 +160,50 @@ class ServiceConfig:
             raise ConfigError(f"--mm-hasher-algorithm must be one of {', '.join(MM_HASHERS)}")
         if self.dtype not in DTYPES:
             raise ConfigError(f"--dtype must be one of {', '.join(DTYPES)}")
-        if self.mm_processor_cache_gb < 0:
+        if not math.isfinite(self.mm_processor_cache_gb) or self.mm_processor_cache_gb < 0:
             raise ConfigError("--mm-processor-cache-gb must be >= 0")
+        if self.tool_strict_level is not None and self.tool_strict_level not in TOOL_STRICT_LEVELS:
+            raise ConfigError(
+                f"--tool-strict-level {self.tool_strict_level!r}: choose from {', '.join(TOOL_STRICT_LEVELS)}"
+            )
         if self.enable_auto_tool_choice and not self.tool_call_parser:
             raise ConfigError("--enable-auto-tool-choice requires --tool-call-parser")
-        for key, value in self.reasoning_effort_map.items():
-            if key not in REASONING_EFFORTS or value not in REASONING_EFFORTS:
-                raise ConfigError(
-                    f"--reasoning-effort-map: {key!r}->{value!r}; efforts are "
-                    + ", ".join(REASONING_EFFORTS)
-                )
+        _check_effort_map(self.reasoning_effort_map)
+
+    def _normalise(self) -> None:
+        """vLLM's spellings of "unset" (max_model_len -1, empty key lists) and JSON lists."""
+        if self.max_model_len == -1:
+            object.__setattr__(self, "max_model_len", None)
+        keys = (self.api_key,) if isinstance(self.api_key, str) else tuple(self.api_key or ())
+        object.__setattr__(self, "api_key", tuple(k for k in keys if k) or None)
+
+    @classmethod
+    def embedded_default(cls, **overrides: Any) -> ServiceConfig:
+        """The configuration `render-service serve` uses with no MODEL.
+
+        The embedded Qwen3 model (`model=None`) with its family's parsers on: `qwen3`
+        reasoning, `hermes` tool calls and auto tool choice. `overrides` win; overriding
+        `tool_call_parser` (to another parser or None) leaves auto tool choice off unless
+        `enable_auto_tool_choice=True` is passed too, as on the command line.
+        """
+        settings = dict(EMBEDDED_DEFAULT_PARSERS)
+        if "tool_call_parser" in overrides:
+            settings["enable_auto_tool_choice"] = False
+        return cls(**{"model": None, **settings, **overrides})
 
     def replace(self, **changes: Any) -> ServiceConfig:
         return dataclasses.replace(self, **changes)
+
+
+def _check_effort_map(effort_map: Any) -> None:
+    """vLLM's check: efforts (keys) must be known; values are any string the template knows."""
+    if not isinstance(effort_map, dict) or not all(isinstance(v, str) for v in effort_map.values()):
+        raise ConfigError("--reasoning-effort-map must be a JSON object mapping reasoning efforts to strings")
+    unknown = sorted(set(effort_map) - set(REASONING_EFFORTS))
+    if unknown:
+        raise ConfigError(
+            f"--reasoning-effort-map has unknown efforts {unknown}; keys must be one of {list(REASONING_EFFORTS)}"
+        )
 
 
 def parse_json_flag(flag: str, raw: str | None) -> dict[str, Any]:

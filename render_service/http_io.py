@@ -1,32 +1,89 @@
-"""Request bodies in, JSON responses out: the HTTP helpers both apps (render, gateway) share."""
+"""Request bodies in, JSON responses out: the HTTP helpers both apps (render, gateway) share.
+
+Reading a body reproduces what vLLM 0.33's FastAPI routes do before a handler runs, in the
+same order, so malformed input gets vLLM's exact 400 body:
+
+1. A body whose content type FastAPI treats as JSON (`application/json`, `application/*+json`,
+   parameters and case ignored) is decoded first: undecodable JSON is a `json_invalid` error
+   at `body.<char offset>` (Python's `json` message); any other decoding failure (bad UTF-8,
+   nesting too deep) is "There was an error parsing the body" (vLLM answers that one with
+   FastAPI's bare `{"detail": ...}`; we keep the OpenAI error shape, same status).
+2. Then vLLM's `validate_json_request`: the media type, lower-cased and cut at the first ";"
+   but not stripped, must be exactly `application/json` ("Unsupported Media Type").
+3. An empty body or JSON `null` is a `missing` error at `body`.
+4. A body that is not an object fails each member of the route's body model with
+   `model_attributes_type` (one error per union member: see `read_json_object`).
+
+orjson decodes on the hot path; the stdlib parser (what vLLM uses) runs only when orjson
+refuses, so the result and the error text are always the stdlib's (NaN, UTF-16 bodies and
+integers above 64 bits are accepted, as by vLLM).
+"""
 
 from __future__ import annotations
 
+import email.message
+import json
 from typing import Any
 
 import orjson
 from fastapi import Request
 from starlette.responses import Response
 
-from render_service.errors import BadRequestError
+from render_service import __version__
+from render_service.protocol import RequestValidationError, request_validation_error
 
-__all__ = ["read_json_object", "json_response", "VLLM_API_VERSION"]
+__all__ = [
+    "SINGLE_MODEL_BODY",
+    "VLLM_API_VERSION",
+    "json_response",
+    "read_json_body",
+    "read_json_object",
+    "version_body",
+]
 
 # The vLLM release whose wire format this service speaks (reported by GET /version).
 VLLM_API_VERSION = "0.33.0"
+# Body model of a route: the `loc` suffix under "body" of each union member's top-level
+# error. A plain model is one member with no suffix; see read_json_object.
+SINGLE_MODEL_BODY: tuple[tuple[str, ...], ...] = ((),)
+_UNSUPPORTED_MEDIA_TYPE = "Unsupported Media Type: Only 'application/json' is allowed"
+_NOT_AN_OBJECT = "Input should be a valid dictionary or object to extract fields from"
 
 
-async def read_json_object(request: Request) -> dict[str, Any]:
-    """The body as a JSON object; vLLM's content-type and shape checks (both 400)."""
-    content_type = request.headers.get("content-type", "")
-    if content_type.split(";")[0].strip().lower() != "application/json":
-        raise BadRequestError("Unsupported Media Type: Only 'application/json' is allowed")
-    try:
-        body = orjson.loads(await request.body())
-    except orjson.JSONDecodeError as exc:
-        raise BadRequestError(f"JSON decode error: {exc}") from exc
+def version_body() -> dict[str, str]:
+    """GET /version: vLLM's `{"version": ...}` is the API version clients gate features on."""
+    return {"version": VLLM_API_VERSION, "render_service_version": __version__}
+
+
+async def read_json_body(request: Request) -> Any:
+    """The decoded JSON body (any JSON value but null), or vLLM's 400 for steps 1-3 above."""
+    raw = await request.body()
+    content_type = request.headers.get("content-type")
+    body = _decode(raw) if raw and _declares_json(content_type) else None
+    if (content_type or "").lower().split(";", 1)[0] != "application/json":
+        raise request_validation_error([_UNSUPPORTED_MEDIA_TYPE])
+    if body is None:
+        raise request_validation_error([{"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}])
+    return body
+
+
+async def read_json_object(
+    request: Request, members: tuple[tuple[str, ...], ...] = SINGLE_MODEL_BODY
+) -> dict[str, Any]:
+    """The body as a JSON object, for routes whose core needs a dict.
+
+    `members`: per member of the route's body model (a pydantic union in vLLM), the location
+    pydantic reports it at, e.g. `(("DerenderChatRequest",), ("DerenderChatStreamRequest",))`
+    ; vLLM request models hide the member name behind a wrap validator, which is `()`.
+    """
+    body = await read_json_body(request)
     if not isinstance(body, dict):
-        raise BadRequestError("The request body must be a JSON object.")
+        raise request_validation_error(
+            [
+                {"type": "model_attributes_type", "loc": ("body", *suffix), "msg": _NOT_AN_OBJECT, "input": body}
+                for suffix in members
+            ]
+        )
     return body
 
 
@@ -34,3 +91,28 @@ def json_response(data: Any, status: int = 200) -> Response:
     return Response(
         orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS), status, media_type="application/json"
     )
+
+
+def _declares_json(content_type: str | None) -> bool:
+    """FastAPI decodes JSON only for a JSON media type (parsed like an email header)."""
+    if not content_type:
+        return False
+    message = email.message.Message()
+    message["content-type"] = content_type
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (subtype == "json" or subtype.endswith("+json"))
+
+
+def _decode(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass  # orjson is stricter than vLLM's parser: let the stdlib decide (and word the error)
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        error = {"type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error", "input": {},
+                 "ctx": {"error": exc.msg}}  # fmt: skip
+        raise request_validation_error([error]) from None
+    except (ValueError, RecursionError) as exc:  # bad UTF-8, too deep, an int of > 4300 digits
+        raise RequestValidationError("There was an error parsing the body") from exc

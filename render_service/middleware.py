@@ -26,6 +26,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 # Probes and scrapes stay open when --api-key is set (Kubernetes and Prometheus can't send it).
+# An app with more probes (the gateway's /ready) passes its own `open_paths`.
 OPEN_PATHS = frozenset({"/health", "/metrics", "/ping"})
 
 
@@ -50,14 +51,18 @@ class ServiceMiddleware:
         self,
         app: ASGIApp,
         *,
-        api_key: str | None,
+        api_key: str | Iterable[str] | None,
         max_body_bytes: int,
         max_concurrent: int,
         known_paths: frozenset[str],
         echo_request_id: bool = False,
+        open_paths: frozenset[str] = OPEN_PATHS,
     ) -> None:
         self.app = app
-        self.api_key = api_key.encode() if api_key else None
+        self.open_paths = open_paths
+        keys = (api_key,) if isinstance(api_key, str) else tuple(api_key or ())
+        # Accepted Authorization values, one per key (vLLM's --api-key takes several); None: open.
+        self.api_keys = tuple(b"Bearer " + key.encode() for key in keys if key) or None
         self.max_body_bytes = max_body_bytes
         self.max_concurrent = max_concurrent
         self.known_paths = known_paths
@@ -87,7 +92,8 @@ class ServiceMiddleware:
             METRICS.latency.labels(endpoint).observe(time.perf_counter() - started)
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
-        if self.api_key is not None and path not in OPEN_PATHS and scope["method"] != "OPTIONS":
+        guarded = path not in self.open_paths and scope["method"] != "OPTIONS"
+        if self.api_keys is not None and guarded:
             if not self._authorized(scope):
                 METRICS.rejected.labels("unauthorized").inc()
                 await _send_json(send, 401, {"error": "Unauthorized"})
@@ -97,7 +103,7 @@ class ServiceMiddleware:
             METRICS.rejected.labels("body_too_large").inc()
             await _send_json(send, 413, _too_large_body(self.max_body_bytes))
             return
-        if path in OPEN_PATHS:  # probes neither take a slot nor get refused when saturated
+        if path in self.open_paths:  # probes neither take a slot nor get refused when saturated
             await self.app(scope, self._bounded_receive(receive), send)
             return
         if self.in_flight >= self.max_concurrent:
@@ -116,11 +122,12 @@ class ServiceMiddleware:
             self.in_flight -= 1
 
     def _authorized(self, scope: Scope) -> bool:
-        assert self.api_key is not None
+        assert self.api_keys is not None
         for name, value in scope["headers"]:
             if name == b"authorization":
-                expected = b"Bearer " + self.api_key
-                return hmac.compare_digest(value, expected)
+                # Every key is compared (no early exit), so timing does not tell which matched.
+                matches = [hmac.compare_digest(value, expected) for expected in self.api_keys]
+                return any(matches)
         return False
 
     def _bounded_receive(self, receive: Receive) -> Receive:

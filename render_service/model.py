@@ -11,8 +11,9 @@ A `ModelBundle` is built once per worker and is immutable afterwards. It holds:
 - a `fingerprint`: a short hash of everything that changes rendered tokens or parsing, which
   derender compares to catch a render/derender configuration mismatch.
 
-MODEL can be a local folder, a hub id already in the local huggingface cache (never the
-network), or None for the embedded Qwen3 default (`render_service._embedded`).
+MODEL can be a local folder, a hub id (its config, tokenizer and template files only, from the
+local huggingface cache or downloaded from HF_ENDPOINT unless HF_HUB_OFFLINE=1), or None for
+the embedded Qwen3 default (`render_service._embedded`).
 """
 
 from __future__ import annotations
@@ -113,9 +114,12 @@ class ModelBundle:
         """
         if config.model is None:
             return _load_embedded(config)
-        model_dir = _resolve_model_dir(config.model, config.revision)
+        with_code = config.trust_remote_code
+        model_dir = _resolve_model_dir(config.model, config.revision, with_code=with_code)
         tokenizer_dir = (
-            _resolve_model_dir(config.tokenizer, config.revision) if config.tokenizer else model_dir
+            _resolve_model_dir(config.tokenizer, config.revision, with_code=with_code)
+            if config.tokenizer
+            else model_dir
         )
         hf_config = _read_json(model_dir / "config.json")
         bundle = _build(
@@ -197,22 +201,45 @@ def _load_image_family(model_dir: Path, hf_config: dict[str, Any]) -> ImageFamil
         raise ConfigError(f"cannot load the image processor of {model_dir}: {exc}") from exc
 
 
-def _resolve_model_dir(name: str, revision: str | None) -> Path:
+def _resolve_model_dir(name: str, revision: str | None, *, with_code: bool = False) -> Path:
     path = Path(name).expanduser()
     if path.is_dir():
         return path
     if path.exists() or name.startswith((".", "/", "~")):
         raise ConfigError(f"model path {name!r} is not a folder")
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
+    return _hub_snapshot(name, revision, with_code=with_code)
 
+
+# What rendering reads from a hub repo: configs, tokenizer files and templates, never weights.
+_HUB_FILE_PATTERNS = ("*.json", "*.jinja", "*.txt", "*.model", "*.tiktoken")
+
+
+def _hub_snapshot(repo_id: str, revision: str | None, *, with_code: bool) -> Path:
+    """The hub repo's rendering files: from the local cache, else downloaded (HF_ENDPOINT),
+    unless HF_HUB_OFFLINE is set. `with_code`: also its Python files (--trust-remote-code)."""
+    from huggingface_hub import constants, snapshot_download
+
+    patterns = [*_HUB_FILE_PATTERNS, *(["*.py"] if with_code else [])]
+    offline = constants.HF_HUB_OFFLINE
     try:
-        return Path(snapshot_download(name, revision=revision, local_files_only=True))
-    except (LocalEntryNotFoundError, OSError, ValueError) as exc:
+        folder = snapshot_download(
+            repo_id, revision=revision, allow_patterns=patterns, local_files_only=offline
+        )
+    # The hub client's errors differ between huggingface_hub releases (and their HTTP
+    # libraries); whatever the cause, start-up fails with one message naming the model.
+    except Exception as exc:
+        if offline:
+            where = (
+                "downloading is off (HF_HUB_OFFLINE=1 or TRANSFORMERS_OFFLINE=1; unset it, or fetch "
+                f"the repo first with `hf download {repo_id}`)"
+            )
+        else:
+            reason = " ".join(str(exc).split())  # the hub client's message, on one line
+            where = f"it could not be downloaded from {constants.ENDPOINT}: {type(exc).__name__}: {reason}"
         raise ConfigError(
-            f"model {name!r} is neither a local folder nor in the local huggingface cache "
-            "(render-service never downloads; run `huggingface-cli download` first)"
+            f"model {repo_id!r} is neither a local folder nor in the local huggingface cache, and {where}"
         ) from exc
+    return Path(folder)
 
 
 def _load_hf_tokenizer(tokenizer_dir: Path, config: ServiceConfig) -> Any:

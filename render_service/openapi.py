@@ -261,8 +261,11 @@ MODEL_LIST = {
 VERSION = {
     "title": "VersionResponse",
     "type": "object",
-    "required": ["version", "vllm_api_version"],
-    "properties": {"version": {"type": "string"}, "vllm_api_version": {"type": "string"}},
+    "required": ["version", "render_service_version"],
+    "properties": {
+        "version": {"type": "string", "description": "the vLLM API version served (vLLM's own field)"},
+        "render_service_version": {"type": "string"},
+    },
 }
 LOAD = {
     "title": "LoadResponse",

@@ -30,6 +30,8 @@ __all__ = [
     "VLLMValidationError",
     "vllm_validation_error",
     "parse_request",
+    "parse_union_request",
+    "request_validation_error",
     "random_uuid",
     "FunctionDefinition",
     "ChatCompletionToolsParam",
@@ -125,16 +127,46 @@ def parse_request(model_cls: type[ModelT], body: Any) -> ModelT:
         raise BadRequestError(sanitize_message(str(exc)), param=exc.parameter) from None
 
 
+def parse_union_request(members: tuple[type[BaseModel], ...], body: Any, *, first: type[BaseModel] | None = None) -> Any:
+    """Validate `body` as vLLM's FastAPI does for a union body (e.g. TokenizeRequest).
+
+    The first member that validates wins (`first` is tried before the others: the caller's
+    cheap guess, e.g. the chat form when "messages" is present). When none does, the errors
+    of every member are listed in declaration order, as pydantic's union does. vLLM's models
+    carry a wrap validator, so no member name appears in the error locations.
+    """
+    order = sorted(members, key=lambda m: m is not first)
+    failures: dict[type[BaseModel], ValidationError] = {}
+    for member in order:
+        try:
+            return member.model_validate(body)
+        except ValidationError as exc:
+            failures[member] = exc
+        except VLLMValidationError as exc:
+            raise BadRequestError(sanitize_message(str(exc)), param=exc.parameter) from None
+    errors = [err for member in members for err in failures[member].errors(include_url=False)]
+    raise request_validation_error([{**err, "loc": ("body", *err.get("loc", ()))} for err in errors]) from None
+
+
 def _to_request_validation_error(exc: ValidationError) -> RequestValidationError:
     errors = [{**err, "loc": ("body", *err.get("loc", ()))} for err in exc.errors(include_url=False)]
+    return request_validation_error(errors)
+
+
+def request_validation_error(errors: list[dict[str, Any] | str]) -> RequestValidationError:
+    """vLLM's 400 for FastAPI request-validation errors (`loc` already starts with "body").
+
+    An entry may be a bare string (vLLM raises the content-type check that way): it is listed
+    as is and gives no `param`.
+    """
     param = None
     for err in errors:
-        ctx_error = (err.get("ctx") or {}).get("error")
+        ctx_error = (err.get("ctx") or {}).get("error") if isinstance(err, dict) else None
         if isinstance(ctx_error, VLLMValidationError):
             param = ctx_error.parameter
             break
-    if param is None and errors:
-        param = _clean_loc(errors[0]["loc"])
+    if param is None and errors and isinstance(errors[0], dict) and errors[0].get("loc"):
+        param = _clean_loc(tuple(errors[0]["loc"]))
     label = "error" if len(errors) == 1 else "errors"
     message = f"{len(errors)} validation {label}:\n"
     message += "".join(f"  {_format_error(err)}\n" for err in errors[:_MAX_REPORTED_ERRORS])
@@ -168,7 +200,9 @@ def _summarize(value: Any) -> Any:
     return text[:_MAX_ERROR_INPUT_CHARS] + "...[truncated]" if len(text) > _MAX_ERROR_INPUT_CHARS else text
 
 
-def _format_error(err: dict[str, Any]) -> str:
+def _format_error(err: dict[str, Any] | str) -> str:
+    if not isinstance(err, dict):
+        return str(err)
     err = dict(err)
     if "input" in err:
         err["input"] = _summarize(err["input"])

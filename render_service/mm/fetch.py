@@ -12,6 +12,9 @@ in the async HTTP layer:
 3. The renderer gets a `Mapping[str, bytes]` (URL as written in the request -> encoded bytes)
    and decodes them like data URIs.
 
+`MediaFetcher` bundles the three for a server (one policy, one pooled client, the per-request
+image count limit); the render app and the gateway both use it before rendering.
+
 Per URL, one deadline (`timeout_s`) covers the connection, every redirect hop and the whole
 body. Redirects are followed by hand (`follow_redirects=False`) so each hop's target passes the
 same scheme and domain checks as the first URL; at most `max_redirects` hops. The body is read
@@ -71,7 +74,7 @@ import httpx
 from render_service import __version__
 from render_service.errors import BadRequestError, ConfigError
 
-__all__ = ["FetchPolicy", "fetch_images", "http_image_urls", "make_client"]
+__all__ = ["FetchPolicy", "MediaFetcher", "fetch_images", "http_image_urls", "make_client"]
 
 MiB = 1024 * 1024
 _PARAM = "messages"
@@ -216,6 +219,52 @@ def make_client(policy: FetchPolicy) -> httpx.AsyncClient:
         cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
         headers={"user-agent": f"render-service/{__version__}"},
     )
+
+
+# --- per server -----------------------------------------------------------------------------------
+
+
+class MediaFetcher:
+    """Fetches the http(s) images of chat bodies under one policy, with one pooled client.
+
+    Fetching is off (nothing fetched, render then refuses http(s) image parts with its own
+    message) when the policy allows no domain.
+    """
+
+    def __init__(self, policy: FetchPolicy, max_images: int) -> None:
+        self.policy = policy
+        self.max_images = max_images
+        self._client = make_client(policy) if policy.enabled else None
+
+    @classmethod
+    def from_config(cls, config: Any) -> MediaFetcher:
+        """From a `ServiceConfig` (its --allowed-media-domains and image limits)."""
+        limits = config.limits
+        policy = FetchPolicy(
+            allowed_domains=config.allowed_media_domains,
+            timeout_s=limits.media_fetch_timeout_s,
+            max_bytes=limits.max_image_bytes,
+        )
+        return cls(policy, limits.max_images)
+
+    async def fetch(self, body: Any) -> dict[str, bytes]:
+        """URL -> bytes for every http(s) image URL of a raw chat body (empty when off)."""
+        if self._client is None:
+            return {}
+        urls = http_image_urls(body)
+        if not urls:
+            return {}
+        if len(urls) > self.max_images:
+            raise BadRequestError(
+                f"At most {self.max_images} image(s) may be provided in one prompt; "
+                f"got {len(urls)}.",
+                param=_PARAM,
+            )
+        return await fetch_images(urls, self.policy, self._client)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
 
 
 # --- fetching -----------------------------------------------------------------------------------

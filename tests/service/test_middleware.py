@@ -96,3 +96,11 @@ async def test_request_id_is_echoed_when_enabled() -> None:
         response = await client.post("/x", headers={"X-Request-Id": "abc"})
     assert response.headers["x-request-id"] == "abc"
 
+
+
+async def test_any_of_several_api_keys_is_accepted() -> None:
+    """vLLM's --api-key k1 k2: either key authenticates; anything else is 401."""
+    async with make_client(api_key=("k1", "k2")) as client:
+        for key, status in (("k1", 200), ("k2", 200), ("k3", 401), ("k1k2", 401)):
+            response = await client.post("/x", headers={"Authorization": f"Bearer {key}"})
+            assert response.status_code == status, key
