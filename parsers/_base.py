@@ -15,10 +15,11 @@ whatever the split and even when the state is serialised and restored between ca
 from __future__ import annotations
 
 import abc
+import copy
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, Self
 
 from parsers._events import Event, ToolCall
 from parsers._state import JsonState
@@ -126,6 +127,21 @@ class ToolParser(abc.ABC):
         self.vocab = vocab
         self.tools = [dict(t) for t in (tools or [])]
         self.max_call_chars = max_call_chars
+
+    # tool_choice="none" on vLLM's parser engine (with tools): the lexer still runs, but call
+    # events are ignored, so call markup is dropped and all other text is content verbatim
+    # (none of the whitespace rules that depend on calls). Honoured by the engine families.
+    suppress_calls: bool = False
+
+    def tool_choice_none_content(self, text: str, request_id: str) -> str | None:
+        """DelegatingParser's tool_choice="none" content: the tool parser's content as is."""
+        return self.parse(text, request_id).content
+
+    def with_calls_suppressed(self) -> Self:
+        """A copy of this (immutable) parser with `suppress_calls` set."""
+        clone = copy.copy(self)
+        clone.suppress_calls = True
+        return clone
 
     @abc.abstractmethod
     def initial_state(self) -> JsonState: ...

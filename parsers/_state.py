@@ -34,8 +34,10 @@ class JsonState:
     def from_json(cls, data: object) -> Self:
         if not isinstance(data, dict):
             raise StateError(f"{cls.__name__}: state must be an object")
-        if data.get("v") != cls.VERSION:
-            raise StateError(f"{cls.__name__}: unsupported state version {data.get('v')!r}")
+        version = data.get("v")
+        # An exact int: JSON's true and 1.0 compare equal to 1 but are not version 1.
+        if type(version) is not int or version != cls.VERSION:
+            raise StateError(f"{cls.__name__}: unsupported state version {version!r}")
         hints, names = _schema(cls)
         if set(data) - {"v"} != names:
             raise StateError(f"{cls.__name__}: unexpected or missing state fields")
@@ -55,11 +57,14 @@ def _schema(cls: type) -> tuple[dict[str, Any], frozenset[str]]:
     return typing.get_type_hints(cls), frozenset(f.name for f in dataclasses.fields(cls))
 
 
+_SCALARS = frozenset({str, int, bool, float, type(None)})
+
+
 def _dump(value: Any) -> Any:
     if isinstance(value, JsonState):
         return value.to_json()
     if isinstance(value, tuple | list):
-        return [_dump(v) for v in value]
+        return [v if type(v) in _SCALARS else _dump(v) for v in value]
     if isinstance(value, dict):
         return {k: _dump(v) for k, v in value.items()}
     return value
@@ -96,6 +101,10 @@ def _load(hint: Any, value: Any, where: str) -> Any:  # noqa: C901 - one branch 
         if not isinstance(value, list):
             raise StateError(f"{where}: expected a list")
         item = get_args(hint)[0]
+        if item is int or item is str:  # fast path for long runs of scalars (held whitespace)
+            if set(map(type, value)) <= {item}:  # exact type: a bool is not an int
+                return tuple(value)
+            raise StateError(f"{where}: expected a list of {item.__name__}")
         return tuple(_load(item, v, where) for v in value)
     if origin is dict or hint is dict:
         if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):

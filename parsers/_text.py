@@ -6,24 +6,33 @@
   otherwise the character is plain text. While streaming, a tail that may still grow into a
   marker is held back (at most the longest marker minus one character), so scanning any split
   of a text yields the same segments as scanning the whole text.
-* `WsRuns`: a run-length encoded whitespace buffer. Some batch rules depend on whether text
-  that *follows* a whitespace run exists (trailing reasoning whitespace is stripped, content
-  made only of whitespace becomes null). Holding such a run costs one entry per change of
-  character, so a model stuck emitting newlines keeps a tiny state.
+* held whitespace (`ws_runs_*`): a run-length encoded whitespace buffer. Some batch rules
+  depend on whether text that *follows* a whitespace run exists (trailing reasoning
+  whitespace is stripped, content made only of whitespace becomes null), so a stream must
+  hold such whitespace until it knows. Holding it costs one character (plus a count) per
+  change of character, so a model stuck emitting newlines keeps a tiny state. The buffer is
+  bounded by MAX_WS_RUNS stored characters, the ceiling of an in-flight tool call: batch
+  parsing has no such limit, so a lower one would make a stream fail where batch succeeds.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable
 
 from parsers._errors import LimitExceededError
+from parsers.tools._base import MAX_TOOL_CALL_CHARS
 
 __all__ = ["MarkerSet", "Segment", "ws_runs_append", "ws_runs_text", "MAX_WS_RUNS"]
 
-# Distinct whitespace runs a held whitespace buffer may contain. A run of any length is one
-# entry; real outputs have a few ("\n\n", "  \n"), 512 leaves room for odd indentation.
-MAX_WS_RUNS = 512
+# Runs (stored characters) a held whitespace buffer may contain; a run of any length is one.
+# Real outputs have a few ("\n\n", "  \n"), but alternating whitespace (" \n" repeated) makes
+# one run per character, so the bound is the one of the other buffer allowed to grow with the
+# output, an in-flight tool call (parsers/tools/_base.py MAX_TOOL_CALL_CHARS, 512 Ki chars).
+MAX_WS_RUNS = MAX_TOOL_CALL_CHARS
+
+_REPEATED_CHAR = re.compile(r"(.)\1", re.DOTALL)  # two adjacent runs of one character
 
 Segment = tuple[str, bool]  # (text, is_marker)
 
@@ -63,21 +72,17 @@ class MarkerSet:
         return [p for p in range(start, len(text)) if text[p:] in self._prefixes]
 
 
-def ws_runs_append(
-    chars: str, counts: tuple[int, ...], text: str
-) -> tuple[str, tuple[int, ...]]:
+def ws_runs_append(chars: str, counts: tuple[int, ...], text: str) -> tuple[str, tuple[int, ...]]:
     """Append whitespace `text` to a run-length encoded buffer (chars[i] repeated counts[i])."""
-    out_chars = list(chars)
-    out_counts = list(counts)
-    for ch in text:
-        if out_chars and out_chars[-1] == ch:
-            out_counts[-1] += 1
-        else:
-            out_chars.append(ch)
-            out_counts.append(1)
-    if len(out_chars) > MAX_WS_RUNS:
+    runs = [(ch, len(list(group))) for ch, group in itertools.groupby(text)]
+    if not runs:
+        return chars, counts
+    if chars and chars[-1] == runs[0][0]:
+        counts = (*counts[:-1], counts[-1] + runs[0][1])
+        runs = runs[1:]
+    if len(chars) + len(runs) > MAX_WS_RUNS:
         raise LimitExceededError(f"held whitespace has more than {MAX_WS_RUNS} runs")
-    return "".join(out_chars), tuple(out_counts)
+    return chars + "".join(ch for ch, _ in runs), counts + tuple(n for _, n in runs)
 
 
 def ws_runs_text(chars: str, counts: tuple[int, ...]) -> str:
@@ -88,7 +93,5 @@ def check_ws_runs(chars: str, counts: tuple[int, ...]) -> None:
     """Invariant for states holding runs (raise ValueError -> StateError in from_json)."""
     if len(chars) != len(counts) or len(chars) > MAX_WS_RUNS:
         raise ValueError("malformed whitespace runs")
-    if any(n <= 0 for n in counts) or not all(ch.isspace() for ch in chars):
-        raise ValueError("malformed whitespace runs")
-    if any(a == b for a, b in zip(chars, chars[1:])):
+    if chars and (min(counts) <= 0 or not chars.isspace() or _REPEATED_CHAR.search(chars)):
         raise ValueError("malformed whitespace runs")

@@ -27,7 +27,10 @@ How `tool_choice` is handled (the mode is fixed when the parser is built):
   stream sends array elements early and diverges from its batch result when the array later
   turns out invalid.) The held text is tool-call text, bounded by MAX_FORCED_TOOL_TEXT_CHARS.
 * SUPPRESS - `tool_choice="none"` when both parsers are engine-based in vLLM: the tool
-  parser runs and only its content is kept (markup removed), as vLLM does.
+  parser runs and only its content is kept. With tools in the request the engine ignores
+  call events (`ToolParser.with_calls_suppressed`): markup is dropped and every other
+  character is content, unstripped (pre-v11 mistral: the whole output); without tools it
+  is the family's "auto" content.
 
 Tool-call ids are `make_tool_call_id(request_id, index)`, so a retried chunk yields the same ids.
 """
@@ -165,6 +168,10 @@ class ChatParser:
         )
         self.named_tool = options.named_tool
         self.mode, self.forced_fallback = self._decide_mode()
+        if self.mode is ChatMode.SUPPRESS and self.tool_parser is not None and self.tool_parser.tools:
+            # vLLM's engine ignores call events only when the request has tools; without
+            # them it parses as "auto" and DelegatingParser keeps just the content.
+            self.tool_parser = self.tool_parser.with_calls_suppressed()
         self.keep_tool_calls = self._keeps_tool_calls()
         self.forces_tool_calls = self.named_tool is not None or options.tool_choice == "required"
 
@@ -221,7 +228,7 @@ class ChatParser:
         if self.mode is ChatMode.PASSTHROUGH or tool is None:
             return (), content
         if self.mode is ChatMode.SUPPRESS:
-            return (), tool.parse(content or "", request_id).content
+            return (), tool.tool_choice_none_content(content or "", request_id)
         if self.mode is ChatMode.NAMED:
             if content is None or not content.strip():
                 return (), None

@@ -34,6 +34,11 @@ State: `DetokState` holds the token-string window and the two offsets, the same 
 meaning) as vLLM's `DerenderStreamState.prev_tokens/prefix_offset/read_offset`. Text held back
 because it may be an unfinished character is never dropped while more tokens follow; text held
 at the very end of the output (an unfinished UTF-8 sequence) is dropped, as upstream does.
+A stream's window is capped at MAX_WINDOW_TOKENS (as vLLM caps `prev_tokens` on the wire).
+Batch decoding (`decode_segments`) runs the same steps under a larger cap,
+MAX_BATCH_WINDOW_TOKENS: vLLM's batch has none, but a run of tokens that never completes a
+character costs time quadratic in its length, so an unbounded run from an untrusted body
+could hold a worker for minutes. Below the cap a degenerate output decodes as upstream's.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ __all__ = [
     "SEED_PROMPT_IDS",
     "PREFIX_CONTEXT_TOKENS",
     "MAX_WINDOW_TOKENS",
+    "MAX_BATCH_WINDOW_TOKENS",
 ]
 
 # vLLM's INITIAL_INCREMENTAL_DETOKENIZATION_OFFSET: tokens of left context kept when seeding.
@@ -62,6 +68,7 @@ SEED_PROMPT_IDS = PREFIX_CONTEXT_TOKENS + 2
 # vLLM's DerenderStreamState caps prev_tokens at 1024 entries on the wire. The window only grows
 # while tokens keep ending in an unfinished character, so real outputs stay far below it.
 MAX_WINDOW_TOKENS = 1024
+MAX_BATCH_WINDOW_TOKENS = 4096  # ~1.6 s of CPU for the worst run; real characters need <= 4
 
 _REPLACEMENT_CHAR = "\ufffd"
 
@@ -124,37 +131,48 @@ class IncrementalDetokenizer:
     # -- streaming ---------------------------------------------------------------------
 
     def feed(self, state: DetokState, token_ids: Iterable[int]) -> tuple[DetokState, str]:
-        """Decode the next ids; returns the new state and the text they complete."""
+        """Decode the next ids; returns the new state and the text they complete.
+
+        The window a state carries is capped at MAX_WINDOW_TOKENS: past it (only a run of
+        tokens that never completes a character gets there) a LimitExceededError is raised.
+        """
         self._check_state(state)
-        window = list(state.prev_tokens)
-        prefix, read = state.prefix_offset, state.read_offset
-        parts: list[str] = []
-        for token_id in token_ids:
-            new_tokens, text, prefix, read = self._step(window, prefix, read, int(token_id))
-            # Trim to the tail still readable (everything before prefix_offset is dead).
-            window = (window + new_tokens)[prefix:]
-            read -= prefix
-            prefix = 0
-            if len(window) > MAX_WINDOW_TOKENS:
-                raise LimitExceededError(
-                    f"detokenizer window exceeds {MAX_WINDOW_TOKENS} tokens without completing "
-                    "a character"
-                )
-            if text:
-                parts.append(text)
-        return DetokState(tuple(window), prefix, read), "".join(parts)
+        window, prefix, read, text = self._run(
+            list(state.prev_tokens), state.prefix_offset, state.read_offset, token_ids,
+            max_window=MAX_WINDOW_TOKENS,
+        )  # fmt: skip
+        return DetokState(tuple(window), prefix, read), text
 
     def finish(self, state: DetokState) -> tuple[DetokState, str]:
         """End of output: upstream emits nothing more (an unfinished character is dropped)."""
         self._check_state(state)
         return state, ""
 
+    def decode_segments(self, seed: DetokState, segments: Iterable[Sequence[int]]) -> list[str]:
+        """Batch decode of one complete output given as consecutive id segments; their texts.
+
+        vLLM's batch derender decodes the whole output in one call with no cap on the window;
+        here a run of tokens that never completes a character (e.g. lone UTF-8 continuation
+        bytes) decodes as upstream does up to MAX_BATCH_WINDOW_TOKENS, past which a
+        LimitExceededError bounds its quadratic cost. Segments let a caller cut the text at
+        token boundaries (derender's min_tokens) without a second pass.
+        """
+        self._check_state(seed)
+        window, prefix, read = list(seed.prev_tokens), seed.prefix_offset, seed.read_offset
+        texts = []
+        for ids in segments:
+            window, prefix, read, text = self._run(
+                window, prefix, read, ids, max_window=MAX_BATCH_WINDOW_TOKENS
+            )
+            texts.append(text)
+        return texts
+
     def decode_all(
         self, token_ids: Sequence[int], prompt_token_ids: Sequence[int] | None = ()
     ) -> str:
-        """Batch decode: the concatenation of streaming the ids in any split."""
-        state, text = self.feed(self.initial_state(prompt_token_ids), token_ids)
-        return text + self.finish(state)[1]
+        """Batch decode: the concatenation of streaming the ids in any split (where the
+        stream stays within its window cap)."""
+        return self.decode_segments(self.initial_state(prompt_token_ids), [token_ids])[0]
 
     # -- internals -----------------------------------------------------------------------
 
@@ -166,6 +184,34 @@ class IncrementalDetokenizer:
             # "" stands for an out-of-vocabulary prompt id, as upstream writes it.
             if token and token_to_id(token) is None:
                 raise StateError("detokenizer state holds a token that is not in the vocabulary")
+
+    def _run(
+        self,
+        window: list[str],
+        prefix: int,
+        read: int,
+        token_ids: Iterable[int],
+        *,
+        max_window: int,
+    ) -> tuple[list[str], int, int, str]:
+        """`_step` over each id, trimming the window as upstream's `_detokenize_delta` does."""
+        parts: list[str] = []
+        for token_id in token_ids:
+            new_tokens, text, prefix, read = self._step(window, prefix, read, int(token_id))
+            # Trim to the tail still readable (everything before prefix_offset is dead).
+            window.extend(new_tokens)
+            if prefix:
+                del window[:prefix]
+                read -= prefix
+                prefix = 0
+            if len(window) > max_window:
+                raise LimitExceededError(
+                    f"detokenizer window exceeds {max_window} tokens without completing a "
+                    "character"
+                )
+            if text:
+                parts.append(text)
+        return window, prefix, read, "".join(parts)
 
     def _ids_to_tokens(self, ids: Sequence[int]) -> list[str]:
         """convert_ids_to_tokens(ids, skip_special_tokens) with None -> "" (upstream's guard)."""

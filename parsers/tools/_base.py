@@ -15,7 +15,8 @@ progress (consumes text from the front of `run.buf`, or changes phase) and retur
 returns False to wait for more input. What stays in `buf` between calls is only:
 
 * text that may be the start of a marker (bounded by `MAX_HELD_CHARS`), or
-* the text of a tool call still being generated (bounded by `MAX_TOOL_CALL_CHARS`).
+* the text of a tool call still being generated (bounded by `MAX_TOOL_CALL_CHARS`, together
+  with `pending`, `head` and `deferred`, what a family sets aside).
 
 Tool calls are emitted whole: when a call's text is complete and valid the family emits
 `ToolCallStart` and the canonical arguments string in one `ToolArgsDelta`. A call cannot be
@@ -82,6 +83,9 @@ class Phase(enum.StrEnum):
     BETWEEN = "between"  # after a call: text is dropped, markers are watched
     AFTER = "after"  # after the tool-call block: text is content, no markers
     VERBATIM = "verbatim"  # everything is content (malformed first call, or not a tool output)
+    REASONING = "reasoning"  # a reasoning span inside the content: text is dropped
+    ARGS = "args"  # inside a tool call, past its name: reading JSON arguments
+    RAW_ARGS = "raw_args"  # inside a tool call, past its name: arguments that are not JSON
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +100,15 @@ class ToolStreamState(JsonState):
     scan:     how far into `buf` the family already searched (resumes searches).
     depth, in_string, escaped: resumable JSON scanner (families that delimit calls by JSON).
     flag:     one bit of family-specific memory (documented by the family that uses it).
+    head:     family-specific text set aside from `buf` (mistral v11: the name of the call
+              whose arguments are being read); counts towards MAX_TOOL_CALL_CHARS.
+    deferred, announced: content held after the first tool event, and whether a call slot
+              was announced (families on vLLM's parser engine, see `_engine.ContentHold`).
     """
 
-    VERSION: ClassVar[int] = 1
+    # 2: `head`, `deferred`, `announced` added; `parser` may carry a format tag
+    # (see StreamingToolParser.state_tag).
+    VERSION: ClassVar[int] = 2
 
     parser: str
     phase: Phase
@@ -110,13 +120,17 @@ class ToolStreamState(JsonState):
     in_string: bool = False
     escaped: bool = False
     flag: bool = False
+    head: str = ""
+    deferred: str = ""
+    announced: bool = False
 
     def __post_init__(self) -> None:
         if self.n_calls < 0 or self.depth < 0:
             raise ValueError("negative counter")
         if not 0 <= self.scan <= len(self.buf):
             raise ValueError("scan outside buf")
-        if len(self.buf) + len(self.pending) > MAX_TOOL_CALL_CHARS:
+        held = len(self.buf) + len(self.pending) + len(self.head) + len(self.deferred)
+        if held > MAX_TOOL_CALL_CHARS:
             raise ValueError("buffer over MAX_TOOL_CALL_CHARS")
 
 
@@ -125,7 +139,7 @@ class Run:
 
     __slots__ = (
         "buf", "pending", "phase", "n_calls", "scan", "depth", "in_string", "escaped", "flag",
-        "events", "eos", "request_id", "_parser",
+        "head", "deferred", "announced", "events", "eos", "request_id", "_parser",
     )  # fmt: skip
 
     def __init__(
@@ -141,6 +155,9 @@ class Run:
         self.in_string = state.in_string
         self.escaped = state.escaped
         self.flag = state.flag
+        self.head = state.head
+        self.deferred = state.deferred
+        self.announced = state.announced
         self.events: list[Event] = []
         self.eos = eos
         self.request_id = request_id
@@ -169,13 +186,20 @@ class Run:
         """A call marker was consumed: it belongs to the call's raw text."""
         self.pending = self.pending + marker if self.n_calls == 0 else marker
 
+    @property
+    def suppress(self) -> bool:
+        """tool_choice="none" on vLLM's engine: calls are parsed but never emitted."""
+        return self._parser.suppress_calls
+
     def emit_call(self, name: str, arguments: str) -> None:
         index = self.n_calls
-        self.events.append(ToolCallStart(index, self._parser.call_id(self.request_id, index), name))
-        if arguments:
-            self.events.append(ToolArgsDelta(index, arguments))
+        if not self.suppress:
+            call_id = self._parser.call_id(self.request_id, index)
+            self.events.append(ToolCallStart(index, call_id, name))
+            if arguments:
+                self.events.append(ToolArgsDelta(index, arguments))
         self.n_calls += 1
-        self.pending = ""
+        self.pending = self.deferred = ""
 
     def reject_call(self, raw: str, resume: Phase) -> None:
         """A malformed call: the first one turns all output into content (as vLLM does);
@@ -187,7 +211,7 @@ class Run:
 
     def to_state(self) -> ToolStreamState:
         return ToolStreamState(
-            parser=self._parser.name,
+            parser=self._parser.state_tag,
             phase=self.phase,
             buf=self.buf,
             pending=self.pending,
@@ -197,6 +221,9 @@ class Run:
             in_string=self.in_string,
             escaped=self.escaped,
             flag=self.flag,
+            head=self.head,
+            deferred=self.deferred,
+            announced=self.announced,
         )
 
 
@@ -216,8 +243,14 @@ class StreamingToolParser(ToolParser):
     def call_id(self, request_id: str, index: int) -> str:
         return make_tool_call_id(request_id, index)
 
+    @property
+    def state_tag(self) -> str:
+        """What states record as their `parser`: a state of another parser (or of another
+        output format of the same family) is rejected."""
+        return self.name
+
     def initial_state(self) -> ToolStreamState:
-        return ToolStreamState(parser=self.name, phase=self.initial_phase)
+        return ToolStreamState(parser=self.state_tag, phase=self.initial_phase)
 
     @classmethod
     def state_type(cls) -> type[ToolStreamState]:
@@ -251,25 +284,31 @@ class StreamingToolParser(ToolParser):
     def _check_state(self, state: object) -> None:
         if not isinstance(state, ToolStreamState):
             raise StateError(f"{self.name}: not a tool parser state")
-        if state.parser != self.name:
+        if state.parser != self.state_tag:
             raise StateError(f"{self.name}: state belongs to parser {state.parser!r}")
         if state.phase not in self.handlers:
             raise StateError(f"{self.name}: phase {state.phase.value!r} is not legal here")
 
     def _drive(self, run: Run) -> tuple[ToolStreamState, list[Event]]:
         while True:
-            before = (len(run.buf), run.phase, run.n_calls, len(run.events), len(run.pending))
+            before = self._progress(run)
             if not self.handlers[run.phase](self, run):
                 break
-            if before == (len(run.buf), run.phase, run.n_calls, len(run.events), len(run.pending)):
+            if before == self._progress(run):
                 raise ParseError(f"{self.name}: internal error, phase {run.phase} made no progress")
         limit = min(self.max_call_chars or MAX_TOOL_CALL_CHARS, MAX_TOOL_CALL_CHARS)
-        if len(run.buf) + len(run.pending) > limit:
+        if len(run.buf) + len(run.pending) + len(run.head) + len(run.deferred) > limit:
             raise LimitExceededError(
                 f"{self.name}: a tool call's text exceeds the limit of {limit} characters "
                 "(--max-tool-call-chars)"
             )
         return run.to_state(), run.events
+
+    @staticmethod
+    def _progress(run: Run) -> tuple:
+        """What a handler returning True must have changed."""
+        return (len(run.buf), run.phase, run.n_calls, len(run.events), len(run.pending),
+                len(run.head), len(run.deferred), run.announced)  # fmt: skip
 
     # -- helpers shared by the families' handlers ------------------------------------------
 

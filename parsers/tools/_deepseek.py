@@ -15,9 +15,11 @@ matches. Where the regex could still match later text, the text is kept (bounded
 MAX_TOOL_CALL_CHARS); a call that can no longer match is skipped exactly as `findall` would
 skip it (resume the search one character later).
 
-Divergence from vLLM's batch (documented by the families' tests): call markers in the content
-before the block are content here (vLLM's regex would also extract them); see also
-`content_after_block`.
+Divergence from vLLM's batch (documented by the families' tests, case
+`call_marker_in_content`): call text in the content before the block is content here, as in
+vLLM's stream (vLLM's batch regex also returns it as a call, though it streamed as content;
+following it would hold every call seen in content until a block begins, growing the state
+with the content); see also `content_after_block`.
 """
 
 from __future__ import annotations

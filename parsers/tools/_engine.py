@@ -6,20 +6,26 @@ Content
 The engine classifies text by lexer state and builds the batch content from it:
 
 * content before the first tool event (a call slot opening) is content; content after it is
-  *deferred*: dropped when any call is returned, kept (appended) when none is;
+  *deferred*: dropped when any call slot was *announced*, kept (appended) when none was. A
+  slot is announced when the engine sends its name, which it does for any non-empty name
+  (its own or a `"name": "..."` in its body), also one that is only whitespace and so is
+  dropped afterwards;
 * with a call returned, the content is `.strip()`ped; with a call slot but none returned, a
   whitespace-only content is None; without any call slot the content is verbatim.
+* tool_choice="none" (with tools) makes the engine ignore every tool event: the content is all
+  text outside call markup, verbatim (`Run.suppress`; no hold, no deferral, no strip).
 
 Streaming keeps this exact except for one case (see `ContentHold`): whitespace at the very
 start of the content, followed by other text and then a returned call, is streamed (vLLM's
 batch strips it; its stream keeps it too). Trailing whitespace before a call is held back, so
 the common "Let me check.\\n\\n<tool_call>" case streams exactly the batch content.
 
-State use (documented here for both families): in the phases before the first tool event,
-`pending` is the whitespace run held back at the end of the content so far (bounded by
-MAX_HELD_CHARS: a longer run is streamed, a divergence only when a call or an empty call slot
-follows it); from the first tool event on it is that run plus the deferred content (bounded
-by MAX_TOOL_CALL_CHARS with the in-flight call). `flag` is "non-whitespace content emitted".
+State use (documented here for the families using it): `pending` is the whitespace run held
+back at the end of the content before the first tool event (bounded by MAX_HELD_CHARS: a
+longer run is streamed, a divergence only when a call or an empty call slot follows it);
+`deferred` is the content after the first tool event (bounded by MAX_TOOL_CALL_CHARS with the
+in-flight call); `announced` is "a call slot was announced"; `flag` is "non-whitespace content
+emitted".
 
 Argument types
 --------------
@@ -58,6 +64,9 @@ class ContentHold:
         """Content before the first tool event: stream it, holding back trailing whitespace."""
         if not text:
             return
+        if run.suppress:  # no call can follow, so no whitespace rule applies
+            run.content(text)
+            return
         body = text.rstrip()
         if not body:
             run.pending += text
@@ -71,10 +80,18 @@ class ContentHold:
 
     @staticmethod
     def after_event(run: Run, text: str) -> None:
-        """Content after the first tool event: deferred until a call is returned (dropped)
-        or the output ends without one (kept)."""
-        if run.n_calls == 0:
-            run.pending += text
+        """Content after the first tool event: deferred until a call slot is announced
+        (dropped) or the output ends without one (kept)."""
+        if run.suppress:  # calls are ignored: nothing is deferred or dropped
+            run.content(text)
+        elif run.n_calls == 0 and not run.announced:
+            run.deferred += text
+
+    @staticmethod
+    def announce(run: Run) -> None:
+        """A call slot was announced but is not returned: deferred content is dropped."""
+        run.announced = True
+        run.deferred = ""
 
     @staticmethod
     def end_before_event(run: Run) -> None:
@@ -84,11 +101,13 @@ class ContentHold:
 
     @staticmethod
     def end_after_event(run: Run) -> None:
-        """End of an output with call slots: deferred content is kept only when no call was
-        returned, and then only when the whole content is not whitespace."""
-        if run.n_calls == 0 and (run.flag or run.pending.strip()):
-            run.content(run.pending)
-        run.pending = ""
+        """End of an output with call slots and no call returned: the content is kept unless
+        it is only whitespace (deferred content only when no slot was announced)."""
+        if run.n_calls == 0:
+            kept = run.pending + run.deferred
+            if run.flag or kept.strip():
+                run.content(kept)
+        run.pending = run.deferred = ""
 
 
 # -- names ---------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ batch return all output as content.
 
 Divergences from vLLM's batch (stream == our batch instead): after `<｜tool▁calls▁end｜>` all
 text is content (vLLM would also extract calls there and keep only the text after the *last*
-block end); a later call with a bad type becomes content itself (vLLM: all content).
+block end); a later call with a bad type becomes content itself (vLLM: all content, taking
+back the calls already streamed; test `test_deepseek_v3_divergence_later_bad_type`).
 """
 
 from __future__ import annotations

@@ -17,7 +17,9 @@ the end of the output.
 Divergence from vLLM's batch (stream == our batch instead; test
 `test_hermes_later_malformed_call_divergence`): when a call after an already emitted call is
 malformed, vLLM's batch returns the whole output as content; we keep the emitted calls and
-return the malformed call's raw text (markers included) as content.
+return the malformed call's raw text (markers included) as content. Following vLLM would
+mean taking back a call already streamed, or holding every call (and its text, in the state)
+until the output ends.
 """
 
 from __future__ import annotations

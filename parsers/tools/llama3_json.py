@@ -11,18 +11,20 @@ vLLM 0.33 (`Llama3JsonToolParser`, also `llama4_json`) batch semantics reproduce
   previous object" test is off by one), so the next `{` inside it is tried instead.
   `flag` in the state remembers "the previous char closed an object".
 
-Streaming: whether this is a tool-call output is decided at its first non-whitespace text,
-as vLLM's stream does (`{` or `<|python_tag|>`); leading whitespace is held (bounded by
-MAX_HELD_CHARS). In a tool-call output, text before the first accepted call is kept in
-`pending` (bounded by MAX_TOOL_CALL_CHARS) so that a malformed first call, or no call at
-all, still returns the whole output as content. Each call is emitted whole when its
-object closes.
+Streaming: whether this is a tool-call output is decided at its first non-whitespace text
+(`{`, `<|python_tag|>`, or `[` followed by blanks and `{`: a list of calls, whose brackets
+vLLM's batch ignores); that leading text is held (bounded by MAX_HELD_CHARS). In a
+tool-call output, text before the first accepted call is kept in `pending` (bounded by
+MAX_TOOL_CALL_CHARS) so that a malformed first call, or no call at all, still returns the
+whole output as content. Each call is emitted whole when its object closes.
 
 Divergences from vLLM's batch (stream == our batch instead; tests
-`test_llama3_divergence_*`): prose before the first object is content and the objects after
-it stay content (vLLM's batch would extract them and drop the prose; its stream does as we
-do); a malformed object after an emitted call becomes content (its raw text) and the earlier
-calls stay (vLLM's batch would make all output content).
+`test_llama3_divergence_*`), each a case where vLLM's batch would take back text or calls
+already streamed: prose before the first object is content and the objects after it stay
+content (vLLM's batch would extract them and drop the prose, which streamed before any
+object was seen; its stream does as we do); a malformed object after an emitted call,
+including the inner object vLLM's off-by-one skip picks in `{..}{..}`, becomes content (its
+raw text) and the earlier calls stay (vLLM's batch would make all output content).
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ class Llama3JsonToolParser(StreamingToolParser):
 
     def _lead(self, run: Run) -> bool:
         body = run.buf.lstrip()
+        if body.startswith("["):  # a list of calls: `[` and blanks are held like blanks
+            body = body[1:].lstrip()
         lead = len(run.buf) - len(body)
         if body.startswith("{") or body.startswith(PYTHON_TAG):
             run.drop(run.take(lead))

@@ -40,13 +40,13 @@ when its end literal arrives or at the end of the output. State: `depth` is the 
 `buf` where the call's arguments start (0 while the function name is still open); `scan`
 resumes the literal search; `flag` / `pending` as documented in `_engine`.
 
-Divergences from vLLM's batch (stream == our batch instead; tests
-`test_qwen3_coder_divergence_*`):
-* leading whitespace followed by other content and then a returned call is kept (vLLM strips
-  it; it cannot be known to be leading-before-a-call when the text after it streams);
-  whitespace runs held back over MAX_HELD_CHARS are streamed likewise;
-* a call whose name is whitespace only and whose body yields no name is dropped like a
-  nameless call, so later content stays (vLLM drops the content after it as well).
+A call whose name is only whitespace (and whose body yields no name) is dropped, but like
+vLLM's engine, which announced it, the content after the first call slot is dropped too.
+
+Divergence from vLLM's batch (stream == our batch instead; test
+`test_qwen3_coder_divergence_leading_whitespace`): leading whitespace followed by other
+content and then a returned call is kept (vLLM strips it; it streamed before the call could
+be known); whitespace runs held back over MAX_HELD_CHARS are streamed likewise.
 Not covered: special tokens vLLM's engine removes from text when it has the tokenizer's
 `all_special_tokens` (our ToolParser has no such list; vLLM's parser keeps them without it).
 """
@@ -54,7 +54,7 @@ Not covered: special tokens vLLM's engine removes from text when it has the toke
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from parsers._base import Vocab
@@ -123,16 +123,22 @@ class Qwen3CoderToolParser(StreamingToolParser):
         *,
         think_end_is_content: bool = False,
         max_call_chars: int | None = None,
+        special_tokens: Iterable[str] = (),
     ):
         """`think_end_is_content`: keep `</think>` in content verbatim, as vLLM's serving
         layer does when no reasoning parser is configured (it sets the engine's
-        `skip_reasoning_parsing`); by default it is dropped, as `extract_tool_calls` does."""
+        `skip_reasoning_parsing`); by default it is dropped, as `extract_tool_calls` does.
+        `special_tokens` (the tokenizer's `all_special_tokens`): dropped from content, as
+        vLLM's parser engine does with special tokens that are not the format's markers."""
         super().__init__(vocab, tools, max_call_chars=max_call_chars)
         self._content_targets: dict[str, Phase | None] = {
             TOOL_START: Phase.BLOCK, FUNC_PREFIX: Phase.CALL,
         }  # fmt: skip
         if not think_end_is_content:
             self._content_targets[THINK_END] = None
+        for token in special_tokens:
+            if token and token not in LITERALS and token != THINK_END:
+                self._content_targets.setdefault(token, None)
 
     def _text_phase(
         self,
@@ -202,6 +208,8 @@ class Qwen3CoderToolParser(StreamingToolParser):
         call = self._call_of(name, body)
         if call is not None:
             run.emit_call(*call)
+        elif name or name_in_args(body):  # vLLM sent this (blank) name, then dropped the call
+            ContentHold.announce(run)
         run.depth = 0
         run.phase = AFTER_CALL.get(marker, Phase.AFTER)
 

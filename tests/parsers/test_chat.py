@@ -32,7 +32,7 @@ def collapsed(result: ChatParseResult) -> Collapsed:
     )
 
 
-def check_invariant(parser: ChatParser, text: str, prompt=()) -> ChatParseResult:
+def check_invariant(parser: ChatParser, text: str, prompt=(), n_random: int = 100) -> ChatParseResult:
     result = parser.parse(text, REQ, prompt)
     assert_chunking_invariant(
         lambda s, t: parser.feed(s, t, REQ),
@@ -41,6 +41,7 @@ def check_invariant(parser: ChatParser, text: str, prompt=()) -> ChatParseResult
         parser.state_type(),
         qwen3().pieces(text),
         collapsed(result),
+        n_random=n_random,
     )
     return result
 
@@ -166,6 +167,43 @@ def test_qwen3_hermes_tool_call_inside_reasoning_ends_reasoning() -> None:
     result = check_invariant(hermes_chat(tool_choice="auto"), text)
     assert result.reasoning == "I should call it.\n"
     assert [c.arguments for c in result.tool_calls] == ['{"city": "Paris"}']
+
+
+# Alternating whitespace makes one held run per character: 600 runs here. A held-whitespace
+# bound of 512 runs once made the stream fail (LimitExceededError at token 130) where batch
+# parsing succeeds.
+WS_FLOOD = "R</think>" + " \n" * 300 + "hello"
+
+
+@pytest.mark.parametrize("choice", ["auto", "named"])
+def test_qwen3_hermes_long_alternating_whitespace_streams_like_batch(choice: str) -> None:
+    parser = hermes_chat(tool_choice="auto") if choice == "auto" else toy_chat(tool_choice=NAMED)
+    result = check_invariant(parser, WS_FLOOD, n_random=20)  # ~600 held runs per round trip
+    if choice == "auto":
+        assert result.content == " \n" * 300 + "hello"
+    else:
+        assert [c.arguments for c in result.tool_calls] == [" \n" * 300 + "hello"]
+
+
+def test_held_whitespace_has_a_named_character_bound() -> None:
+    from parsers import LimitExceededError
+    from parsers._text import MAX_WS_RUNS, ws_runs_append
+    from parsers.tools._base import MAX_TOOL_CALL_CHARS
+
+    assert MAX_WS_RUNS == MAX_TOOL_CALL_CHARS
+    chars, counts = ws_runs_append("", (), " \n" * (MAX_WS_RUNS // 2))
+    assert len(chars) == MAX_WS_RUNS
+    assert ws_runs_append(chars, counts, "\n" * 1000)[1][-1] == 1001  # a longer run is free
+    with pytest.raises(LimitExceededError):
+        ws_runs_append(chars, counts, " ")
+    parser = hermes_chat(tool_choice="auto")
+    state = parser.feed(parser.initial_state(), "R</think>", REQ)[0]
+    with pytest.raises(LimitExceededError):
+        parser.feed(state, " \n" * (MAX_WS_RUNS // 2) + " ", REQ)
+    over = {**state.to_json(), "ws_chars": " \n" * (MAX_WS_RUNS // 2) + " ",
+            "ws_counts": [1] * (MAX_WS_RUNS + 1)}
+    with pytest.raises(StateError):
+        parser.state_type().from_json(over)
 
 
 def test_state_of_another_mode_or_corrupt_is_state_error() -> None:

@@ -34,6 +34,31 @@ def test_stream_equals_batch_on_every_split(family: str, case_id: str, text: str
     assert stats.max_state_bytes < 600, "reasoning state must stay small (no history)"
 
 
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_long_alternating_whitespace_streams_like_batch(family: str) -> None:
+    """600 held whitespace runs (one per character): glm45 holds trailing reasoning whitespace
+    run-length encoded; a bound of 512 runs once failed its stream where batch succeeds."""
+    start, end = ("[THINK]", "[/THINK]") if family == "mistral" else ("<think>", "</think>")
+    text = f"{start}R" + " \n" * 300 + f"hello{end}" + " \n" * 300 + "done"
+    if family == "granite":
+        text = "Here is my thought process: R" + " \n" * 300 + "Here is my response: done"
+    parser = build(family)
+    result = parser.parse(text)
+    stats = assert_chunking_invariant(
+        parser.feed,
+        parser.finish,
+        parser.initial_state(),
+        parser.state_type(),
+        bundle_for(family).pieces(text),
+        expected_collapsed(result),
+        n_random=20,  # each boundary round-trips ~600 held runs; 20 random splits suffice
+    )
+    assert stats.splits_checked >= 1
+    if family == "glm45":
+        assert result == ReasoningResult("R" + " \n" * 300 + "hello", " \n" * 300 + "done")
+        assert stats.max_state_bytes > 600 * 2, "the whole whitespace run was held at some point"
+
+
 # -- upstream's own test cases (vLLM tests/reasoning, wire doc §6.3), batch results ------------
 
 R1_CASES = [

@@ -21,6 +21,8 @@ __all__ = [
     "deepseek_r1",
     "glm_like",
     "mistral_like",
+    "mistral_v11_like",
+    "mistral_v3_sentencepiece",
     "package_dir",
     "REPO_ROOT",
 ]
@@ -122,3 +124,38 @@ def glm_like() -> TokenizerBundle:
 
 def mistral_like() -> TokenizerBundle:
     return _augmented("mistral-like", ("[THINK]", "[/THINK]", "[TOOL_CALLS]", "[ARGS]"), ())
+
+
+def mistral_v11_like() -> TokenizerBundle:
+    """A Mistral v11-style vocabulary: `[ARGS]` and `[CALL_ID]`, no `[THINK]`."""
+    return _augmented("mistral-v11-like", ("[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"), ())
+
+
+@functools.lru_cache(maxsize=None)
+def mistral_v3_sentencepiece() -> TokenizerBundle:
+    """Mistral v3's SentencePiece model (mistral_common's `tokenizer.model.v3`) as the fast
+    tokenizer transformers converts it to: Metaspace pre-tokenizer (prepend "first"), byte
+    fallback (`<0xE4>`-style pieces for characters outside the vocabulary), decoder
+    Replace("▁"→" ") + ByteFallback + Fuse + Strip(1 leading space), 771 control tokens.
+
+    transformers converts `tokenizer.model` + a LlamaTokenizer config itself (as
+    tests/render/families.py does); the result is saved as tokenizer.json under
+    .cache/test-tokenizers/ so vLLM's venv loads the very same tokenizer.
+    """
+    import json
+    import shutil
+    import tempfile
+
+    from transformers import AutoTokenizer
+
+    model = package_dir("mistral_common", "data", "mistral_instruct_tokenizer_240323.model.v3")
+    out = REPO_ROOT / ".cache" / "test-tokenizers" / "mistral-v3-sentencepiece"
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp)
+        shutil.copyfile(model, src / "tokenizer.model")
+        config = {"tokenizer_class": "LlamaTokenizer", "legacy": False, "add_prefix_space": True,
+                  "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+                  "add_bos_token": True, "add_eos_token": False}  # fmt: skip
+        (src / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+        AutoTokenizer.from_pretrained(str(src)).save_pretrained(str(out))
+    return _load("mistral-v3-sentencepiece", out)

@@ -5,7 +5,8 @@ Protocol: one JSON object per line on stdin, one JSON object per line on stdout
 by tests/parsers/vllm_ref.py (importing vLLM takes many seconds). Ops:
 
 * detok: vLLM derender decoding (`_seed_stream_state` + `OnlineDerenderer._detokenize_delta`)
-  of `ids` seeded with `prompt_ids`, fed in `chunks` (token counts) -> list of texts per chunk.
+  of `ids` seeded with `prompt_ids`, fed in `chunks` (token counts) -> list of texts per chunk
+  (`spaces_between_special_tokens`, default true, is passed through as derender does).
 * parse: derender's batch path (`Parser.parse` + `assemble_chat_message_fields`).
 * stream: the streaming path (`ChatStreamProcessor.step` per chunk on one parser; the replay
   algorithm rebuilds this same parser state) -> concatenated deltas.
@@ -60,10 +61,10 @@ def tokenizer(directory: str, loader: str):
     return _TOKENIZERS[key]
 
 
-def detokenize(tok, ids, state, skip_special):
+def detokenize(tok, ids, state, skip_special, spaces_between=True):
     return OnlineDerenderer._detokenize_delta(
         None, tok, list(ids), state, skip_special_tokens=skip_special,
-        spaces_between_special_tokens=True,
+        spaces_between_special_tokens=spaces_between,
     )
 
 
@@ -74,7 +75,8 @@ def op_detok(req):
     ids = req["ids"]
     out, start = [], 0
     for n in req.get("chunks") or [len(ids)]:
-        text, state = detokenize(tok, ids[start : start + n], state, skip)
+        text, state = detokenize(tok, ids[start : start + n], state, skip,
+                                 req.get("spaces_between_special_tokens", True))
         out.append(text)
         start += n
     return {"texts": out, "state": state.model_dump(include={"prev_tokens", "prefix_offset", "read_offset"})}

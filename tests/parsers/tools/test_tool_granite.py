@@ -120,4 +120,4 @@ def test_granite_region_before_first_call_is_bounded(parser: GraniteToolParser) 
         state, events = parser.feed(state, " ,\n ,", "r")
         assert events == []
     assert state.phase == "lead" and state.buf == "["
-    assert len(json.dumps(state.to_json())) < 200
+    assert len(json.dumps(state.to_json())) < 250  # the empty state plus "["

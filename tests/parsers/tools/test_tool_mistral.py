@@ -1,5 +1,6 @@
 """mistral (pre-v11 tokenizers): split invariance on real mistral_common v3 tokens and
-differential tests against vLLM 0.33's MistralToolParser (legacy [TOOL_CALLS] path)."""
+differential tests against vLLM 0.33's MistralToolParser (legacy [TOOL_CALLS] path).
+v11+ tokenizers: test_tool_mistral_v11.py."""
 
 from __future__ import annotations
 
@@ -43,6 +44,8 @@ STREAM_LOSSES = frozenset(
         "call_without_arguments",
     }
 )
+# Ours differs from vLLM's batch here (stream == our batch instead): vLLM's batch drops the
+# prose before the marker, which had already streamed as content.
 DIVERGENCES = frozenset({"prose_then_no_call"})
 
 
@@ -73,5 +76,6 @@ def test_mistral_matches_vllm(vllm_oracle, parser: MistralToolParser) -> None:
 
 
 def test_mistral_divergence_prose_then_no_call(parser: MistralToolParser) -> None:
-    """Named divergence: streamed prose stays; vLLM's batch would keep only the segment."""
+    """Named divergence `prose_then_no_call`: the prose before a marker that yields no call
+    stays (it streamed as content); vLLM's batch keeps only the segment after the marker."""
     assert parser.parse(CORPUS["prose_then_no_call"], "r").content == "Hmm. not json"

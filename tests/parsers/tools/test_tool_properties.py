@@ -29,10 +29,14 @@ PARSERS: list[StreamingToolParser] = [
     DeepSeekV3ToolParser(None, []),
     DeepSeekV31ToolParser(None, []),
     MistralToolParser(None, []),
+    MistralToolParser(  # v11+ format, [THINK] reasoning markers, a special token dropped
+        {"[TOOL_CALLS]": 1, "[ARGS]": 2, "[THINK]": 3, "[/THINK]": 4}, WEATHER_TOOLS,
+        special_tokens=["<|im_end|>", "[TOOL_CALLS]"],
+    ),
     Qwen3CoderToolParser(None, WEATHER_TOOLS),
     GraniteToolParser(None, WEATHER_TOOLS),
 ]
-IDS = [p.name for p in PARSERS]
+IDS = [p.state_tag for p in PARSERS]
 
 # Fragments of every family's syntax, so random text often hits the interesting paths.
 ATOMS = [
@@ -43,6 +47,7 @@ ATOMS = [
     "[f(a=1)]", "[TOOL_CALLS]", "{", "}", "[", "]", '"', "\\", ":", ",", "<", "\n", " ", "é", "🙂", "\x00",
     "<function=", "</function>", "<parameter=", "</parameter>", "get_weather>", "days>", ">",
     "</think>", "<|tool_call|>", '"name": "get_weather"', '"arguments": {"days": "3"}',
+    "[ARGS]", "[THINK]", "[/THINK]", "<|im_end|>", "get_weather", '{"days": "3"}',
 ]
 deltas = st.lists(
     st.lists(st.one_of(st.sampled_from(ATOMS), st.text(max_size=6)), max_size=4).map("".join),

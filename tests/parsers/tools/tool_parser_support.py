@@ -59,6 +59,7 @@ class Tokenizer:
     chunker: Callable[[str], list[Chunk]]
     vocab: dict[str, int]  # the marker tokens vLLM's parsers look up
     hf_file: str | None = None  # tokenizer.json the oracle may load
+    special_tokens: tuple[str, ...] = ()  # transformers' all_special_tokens (hf_file only)
 
     def chunks(self, text: str) -> list[Chunk]:
         out = self.chunker(text)
@@ -200,6 +201,34 @@ def mistral_v3() -> Tokenizer:
         return merged
 
     return Tokenizer("mistral_v3", chunker, specials)
+
+
+def _augmented_qwen3(bundle) -> Tokenizer:
+    """A tests/parsers/tokenizers_util.py augmented Qwen3 tokenizer (extra marker tokens)."""
+    path = bundle.directory / "tokenizer.json"
+    vocab = json.loads(path.read_text())
+    added = {t["content"]: t["id"] for t in vocab["added_tokens"]}
+    return Tokenizer(bundle.name, _hf_chunker(path), added, str(path), bundle.special_tokens)
+
+
+@cache
+def mistral_v11() -> Tokenizer:
+    """`[TOOL_CALLS]`, `[ARGS]`, `[CALL_ID]` as special tokens, no `[THINK]` (v11-style).
+
+    No installed package ships a v11+ Mistral tokenizer (mistral-common's tekken files are
+    v3), so the markers are added to the Qwen3 tokenizer as single special tokens, as in
+    those models; vLLM and our parser both choose the format from the vocabulary."""
+    from ..tokenizers_util import mistral_v11_like
+
+    return _augmented_qwen3(mistral_v11_like())
+
+
+@cache
+def mistral_v13() -> Tokenizer:
+    """v11-style markers plus `[THINK]` / `[/THINK]` (Magistral, v13-style)."""
+    from ..tokenizers_util import mistral_like
+
+    return _augmented_qwen3(mistral_like())
 
 
 # -- split invariance (the shared harness, tests/parsers/chunking.py) ----------------------
