@@ -12,6 +12,11 @@ random secret works only for a single replica.
 
 Checks run before any work, cheapest first: size, shape, version, MAC, decompression (with
 an output bound, so a zip bomb cannot blow up memory), JSON, age.
+
+`encode` applies the same two bounds to what it issues (token length, inflated size), so a
+state this server hands out is always one it accepts back: a stream whose state would be too
+large (a request with very many or very large tool schemas) is refused on the chunk that
+would produce it, normally the first, with a 400 naming the flag, never one chunk later.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from render_service.errors import StreamStateError
+from render_service.errors import BadRequestError, StreamStateError
 
 __all__ = ["StreamStateCodec", "STATE_VERSION"]
 
@@ -36,6 +41,9 @@ _DOMAIN = b"render-service/stream_state"
 _MAC_BYTES = 16  # 128-bit tag: forgery odds 2^-128 per try
 # A stream lasting longer than a day is not a live stream; its state is stale.
 DEFAULT_MAX_AGE_S = 24 * 3600
+# Inflated JSON may be at most this many times `max_bytes` (the zip-bomb bound of `decode`).
+INFLATE_RATIO = 8
+SIZE_FLAG = "--max-stream-state-bytes"
 
 
 def _b64(data: bytes) -> str:
@@ -60,9 +68,28 @@ class StreamStateCodec:
         return _b64(hmac.new(self.secret, message, hashlib.sha256).digest()[:_MAC_BYTES])
 
     def encode(self, state: dict[str, Any], *, binding: str, now: float | None = None) -> dict[str, str]:
+        """Seal `state`; BadRequestError if the result would fail `decode`'s size bounds."""
         body = dict(state, issued_at=int(now if now is not None else time.time()))
-        payload = _b64(zlib.compress(orjson.dumps(body), 6))
-        return {"rs": f"{STATE_VERSION}.{payload}.{self._mac(binding, payload)}"}
+        raw = orjson.dumps(body)
+        # `decode` inflates at most this many bytes and refuses a payload with input left over,
+        # which one that inflates to exactly the bound may have (the zlib trailer).
+        if len(raw) >= self.max_bytes * INFLATE_RATIO:
+            raise self._too_large(f"{len(raw)} bytes of JSON before compression", "inflated")
+        payload = _b64(zlib.compress(raw, 6))
+        token = f"{STATE_VERSION}.{payload}.{self._mac(binding, payload)}"
+        if len(token) > self.max_bytes:
+            raise self._too_large(f"{len(token)} bytes", "encoded")
+        return {"rs": token}
+
+    def _too_large(self, size: str, which: str) -> BadRequestError:
+        limit = self.max_bytes * (INFLATE_RATIO if which == "inflated" else 1)
+        return BadRequestError(
+            f"this stream's stream_state would be {size}, beyond this server's {which} limit "
+            f"({limit} bytes from {SIZE_FLAG} {self.max_bytes}), so the next chunk could not "
+            "be accepted. The state carries the request's tool schemas and any in-flight tool "
+            f"call: send fewer or smaller tools, or raise {SIZE_FLAG} (env "
+            "RENDER_SERVICE_MAX_STREAM_STATE_BYTES) on every replica."
+        )
 
     def decode(self, wire: object, *, binding: str, now: float | None = None) -> dict[str, Any]:
         token = self._token(wire)
@@ -106,7 +133,7 @@ class StreamStateCodec:
     def _inflate(self, payload: str) -> dict[str, Any]:
         decompressor = zlib.decompressobj()
         try:
-            raw = decompressor.decompress(_unb64(payload), self.max_bytes * 8)
+            raw = decompressor.decompress(_unb64(payload), self.max_bytes * INFLATE_RATIO)
         except zlib.error as exc:
             raise StreamStateError("invalid stream_state: corrupt payload") from exc
         if decompressor.unconsumed_tail:

@@ -9,6 +9,7 @@ Modules, leaves first:
   responses  response dicts in vLLM's field order
   assembly   finish_reason resolution, stream delta folding
   state      the per-choice stream state and its signed envelope
+  parser_errors  `parsers` errors on engine output -> typed 400s
   parsing    chat parser construction (cached) from server flags + request settings
   bounds     size checks before any work
   context    what every step needs from the server (built once)

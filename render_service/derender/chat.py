@@ -15,6 +15,7 @@ from render_service.derender.assembly import resolve_finish_reason
 from render_service.derender.context import DerenderContext
 from render_service.derender.decoding import decode_batch
 from render_service.derender.logprobs import chat_logprobs, normalize_logprobs
+from render_service.derender.parser_errors import engine_output_errors
 from render_service.derender.schemas import ChatBatchBody, ChoiceIn, GenerateResponseIn
 from render_service.derender.settings import ChatSettings
 from render_service.errors import BadRequestError
@@ -36,7 +37,10 @@ def derender_chat_batch(
     if ctx.parsers.configured and settings is None:
         raise BadRequestError(PARSER_NEEDS_REQUEST)
     bounds.check_empty_choices([gen], with_request_id=False)
-    choices = [_choice(ctx, gen, choice, body.prompt_token_ids, settings) for choice in gen.choices]
+    with engine_output_errors("generate_response"):
+        choices = [
+            _choice(ctx, gen, choice, body.prompt_token_ids, settings) for choice in gen.choices
+        ]
     prompt_tokens = body.prompt_tokens if body.prompt_tokens is not None else 0
     completion_tokens = sum(len(c.token_ids or ()) for c in gen.choices)
     return responses.chat_response(

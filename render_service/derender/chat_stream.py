@@ -27,18 +27,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from parsers._errors import LimitExceededError, ParserError
 from render_service.derender import bounds, responses
 from render_service.derender.assembly import DeltaParts, delta_parts, resolve_finish_reason
 from render_service.derender.chat import PARSER_NEEDS_REQUEST
 from render_service.derender.context import DerenderContext
 from render_service.derender.decoding import stream_text_step
 from render_service.derender.logprobs import chat_logprobs, context_tail, normalize_logprobs
+from render_service.derender.parser_errors import engine_output_errors
 from render_service.derender.schemas import ChatStreamBody, StreamChoiceIn
 from render_service.derender.settings import ChatSettings
 from render_service.derender.state import ChoiceState, read_settings, resume_or_start
 from render_service.derender.stops import StopScan, drop_stop_token
-from render_service.errors import BadRequestError, StreamStateError
+from render_service.errors import BadRequestError
 
 __all__ = ["derender_chat_stream", "PROMPT_IDS_REQUIRED", "scanner_for"]
 
@@ -93,21 +93,18 @@ def derender_chat_stream(
 ) -> dict[str, Any]:
     chunk_in = body.generate_chunk
     request_id = chunk_in.request_id
-    state, choice = resume_or_start(
-        ctx.envelope, "chat", body, lambda index: _first_state(ctx, body, settings, index)
-    )
+    with engine_output_errors("generate_chunk"):
+        state, choice = resume_or_start(
+            ctx.envelope, "chat", body, lambda index: _first_state(ctx, body, settings, index)
+        )
     prior = state.n_tokens if state else 0
     prompt_len = state.prompt_len if state else len(body.prompt_token_ids or ())
     bounds.check_chunk(chunk_in, "chat", prompt_len, prior, ctx.max_model_len, ctx.max_logprobs)
     out_choices: list[dict[str, Any]] = []
     abort = bool(state and state.done)
     if choice is not None and state is not None and not state.done:
-        try:
+        with engine_output_errors("generate_chunk"):
             state, out_choice = _step(ctx, state, choice, request_id)
-        except LimitExceededError as exc:
-            raise BadRequestError(str(exc), param="generate_chunk") from exc
-        except ParserError as exc:
-            raise StreamStateError(f"invalid stream_state: derender failed ({exc})") from exc
         out_choices.append(out_choice)
         abort = state.done
     s = _settings_of(state) if state else (settings or ChatSettings())

@@ -21,6 +21,7 @@ from render_service.derender.logprobs import (
     context_tail,
     normalize_logprobs,
 )
+from render_service.derender.parser_errors import engine_output_errors
 from render_service.derender.schemas import CompletionBatchBody, CompletionStreamBody
 from render_service.derender.settings import CompletionSettings
 from render_service.derender.state import ChoiceState, read_settings, resume_or_start
@@ -68,10 +69,11 @@ def derender_completion_batch(
     for gen, seed in zip(gens, seeds):
         seed_state = detok.initial_state(seed if seed is not None else gen.prompt_token_ids)
         for choice in gen.choices:
-            text, stop_reason = decode_batch(
-                detok, seed_state, choice.token_ids or [], choice.finish_reason,
-                choice.stop_reason, common.stop_rules, ctx.eos,
-            )  # fmt: skip
+            with engine_output_errors("generate_responses"):
+                text, stop_reason = decode_batch(
+                    detok, seed_state, choice.token_ids or [], choice.finish_reason,
+                    choice.stop_reason, common.stop_rules, ctx.eos,
+                )  # fmt: skip
             logprobs = _logprobs(ctx, choice, common) if choice.logprobs is not None else None
             choices.append(
                 responses.completion_choice(
@@ -124,9 +126,10 @@ def derender_completion_stream(
 ) -> dict[str, Any]:
     chunk_in = body.generate_chunk
     request_id = chunk_in.request_id
-    state, choice = resume_or_start(
-        ctx.envelope, "completion", body, lambda index: _first_state(ctx, body, settings, index)
-    )
+    with engine_output_errors("generate_chunk"):
+        state, choice = resume_or_start(
+            ctx.envelope, "completion", body, lambda index: _first_state(ctx, body, settings, index)
+        )
     bounds.check_prompt_ids([body.prompt_token_ids], ctx.max_model_len)
     prior = state.n_tokens if state else 0
     prompt_len = state.prompt_len if state else len(body.prompt_token_ids or ())
@@ -136,7 +139,8 @@ def derender_completion_stream(
     out_choices = []
     abort = bool(state and state.done)
     if choice is not None and state is not None and not state.done:
-        state, out = _step(ctx, state, choice, chunk_in.prompt_token_ids)
+        with engine_output_errors("generate_chunk"):
+            state, out = _step(ctx, state, choice, chunk_in.prompt_token_ids)
         out_choices.append(out)
         abort = state.done
     chunk = responses.completion_chunk(

@@ -87,8 +87,8 @@ def decode_batch(
     )
     stops = _batch_stop_strings(finish_reason, reported, rules, eos)
     min_tokens = rules.min_tokens if rules is not None else 0
-    state, head = detok.feed(seed, ids[:min_tokens])
-    state, tail = detok.feed(state, ids[min_tokens:])
+    # One uncapped pass like vLLM's batch path (a stream's window cap does not apply here).
+    head, tail = detok.decode_segments(seed, [ids[:min_tokens], ids[min_tokens:]])
     text = head + tail
     if not stops or not tail:
         return text, stop_reason

@@ -82,7 +82,10 @@ class ParserFactory:
         tool = None
         if self.tool_name:
             tool = get_tool_parser(self.tool_name)(
-                self._tokenizer, settings.tools, max_call_chars=self.max_tool_call_chars
+                self._tokenizer,
+                settings.tools,
+                max_call_chars=self.max_tool_call_chars,
+                **self._tool_options(),
             )
         options = ChatOptions(
             tool_choice=settings.tool_choice,
@@ -91,3 +94,18 @@ class ParserFactory:
             enable_auto_tools=self.enable_auto_tools,
         )
         return ChatParser(reasoning, tool, options)
+
+    def _tool_options(self) -> dict[str, Any]:
+        """What vLLM 0.33 sets on its engine-based tool parsers besides the tools.
+
+        Its parser engine drops the tokenizer's special tokens from text (mistral v11+,
+        qwen3_coder content; granite's parser takes no such option). With no reasoning
+        parser configured, `Parser.__init__` sets the tool parser's `skip_reasoning_parsing`:
+        reasoning markup (`[THINK]...[/THINK]`, a stray `</think>`) is then plain content.
+        """
+        no_reasoning = not self.reasoning_name
+        if self.tool_name == "mistral":
+            return {"special_tokens": self._special_tokens, "skip_reasoning_parsing": no_reasoning}
+        if self.tool_name in ("qwen3_coder", "qwen3_xml"):
+            return {"special_tokens": self._special_tokens, "think_end_is_content": no_reasoning}
+        return {}

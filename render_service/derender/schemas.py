@@ -3,21 +3,39 @@
 Only what derender reads is modelled; unknown keys are ignored as vLLM's plain `BaseModel`s
 do. `chat_request` / `completion_request` stay raw dicts here: they are validated by
 `render_service.protocol` (the same models `/render` uses) once the body is known to be valid.
-Validation failures become 400 `BadRequestError`s with pydantic's messages, shaped like the
-HTTP layer's own validation errors (never FastAPI's 422).
+Validation failures become vLLM's request-validation 400 (type "Bad Request", never FastAPI's
+422).
 
-One path takes two bodies: the `stream` literal discriminates them; a body without `stream`
-is the batch form.
+One path takes two bodies, declared in vLLM as a plain union (`DerenderChatRequest |
+DerenderChatStreamRequest`): the form `stream` points at is tried first; when neither form
+validates, the errors of both are listed in declaration order (batch, then stream), each
+location carrying the vLLM model name (`body.DerenderChatRequest.generate_response`), as
+FastAPI reports a failed union body (`vllm_name`; None where vLLM's label is dropped).
+
+Logprob token ids are checked here, before any work: an id must fit the tokenizer's 32-bit
+id type (vLLM 0.33 answers others with a 400 from the tokenizer, "number too large to fit in
+target type"); an id inside that range but outside the vocabulary is valid and decodes to ""
+as in vLLM. The same bound applies to the older `"token": "token_id:N"` form (which vLLM 0.33
+no longer accepts at all).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+import re
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 from uuid import uuid4
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
-from render_service.errors import BadRequestError
+from render_service.protocol import request_validation_error
 
 __all__ = [
     "LogProbEntry",
@@ -31,24 +49,51 @@ __all__ = [
     "CompletionBatchBody",
     "CompletionStreamBody",
     "parse_body",
-    "validation_error",
 ]
 
-_MAX_LISTED_ERRORS = 10
-_MAX_INPUT_CHARS = 200
+# Tokenizer ids are Rust u32s: HF `tokenizers` raises OverflowError outside 0..2**32-1.
+MAX_TOKEN_ID = 2**32 - 1
+# The older engines' placeholder; ASCII digits only (str.isdigit accepts "²", int() does not).
+_PLACEHOLDER = re.compile(r"token_id:([0-9]+)", re.ASCII)
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class LogProbCandidate(_Model):
-    """One candidate: integer `token_id` (vLLM 0.33) or the older `"token_id:N"` `token`."""
+def _placeholder_in_range(token: str) -> None:
+    match = _PLACEHOLDER.fullmatch(token)
+    if match is None:
+        raise ValueError(
+            "logprobs entries need an integer 'token_id' (or the older 'token': 'token_id:N' "
+            f"placeholder form); got token {token[:40]!r}"
+        )
+    digits = match.group(1).lstrip("0")
+    # Compare as text first: never int() an arbitrarily long digit string.
+    if len(digits) > len(str(MAX_TOKEN_ID)) or int(digits or "0") > MAX_TOKEN_ID:
+        raise ValueError(
+            f"placeholder {token[:40]!r} is out of range: token ids are 0..{MAX_TOKEN_ID}"
+        )
 
-    token_id: int | None = None
+
+class LogProbCandidate(_Model):
+    """One candidate: integer `token_id` (vLLM 0.33) or the older `"token_id:N"` `token`.
+
+    The bound on `token_id` is a schema constraint (checked in pydantic-core: a candidate
+    list can hold max_model_len x (max_logprobs + 1) entries, so no Python hook per entry);
+    the placeholder is checked only when it is what carries the id."""
+
+    token_id: Annotated[int, Field(ge=0, le=MAX_TOKEN_ID)] | None = None
     token: str | None = None
     logprob: float
     rank: int | None = None
+
+    @field_validator("token")
+    @classmethod
+    def _placeholder_if_no_id(cls, token: str | None, info: ValidationInfo) -> str | None:
+        if token is not None and info.data.get("token_id") is None:
+            _placeholder_in_range(token)
+        return token
 
 
 class LogProbEntry(LogProbCandidate):
@@ -107,6 +152,8 @@ class _DerenderBody(_Model):
 
 
 class ChatBatchBody(_DerenderBody):
+    vllm_name: ClassVar[str | None] = "DerenderChatRequest"
+
     stream: Literal[False] = False
     generate_response: GenerateResponseIn
     prompt_tokens: int | None = None
@@ -115,6 +162,8 @@ class ChatBatchBody(_DerenderBody):
 
 
 class ChatStreamBody(_DerenderBody):
+    vllm_name: ClassVar[str | None] = "DerenderChatStreamRequest"
+
     stream: Literal[True]
     generate_chunk: GenerateChunkIn
     stream_state: Any = None
@@ -124,6 +173,10 @@ class ChatStreamBody(_DerenderBody):
 
 
 class CompletionBatchBody(_DerenderBody):
+    # vLLM's model has an after-validator: pydantic labels that union member
+    # "function-after[...]", which vLLM drops from error locations.
+    vllm_name: ClassVar[str | None] = None
+
     stream: Literal[False] = False
     generate_responses: list[GenerateResponseIn]
     prompt_tokens: list[int] | None = None
@@ -132,6 +185,8 @@ class CompletionBatchBody(_DerenderBody):
 
 
 class CompletionStreamBody(_DerenderBody):
+    vllm_name: ClassVar[str | None] = "DerenderCompletionStreamRequest"
+
     stream: Literal[True]
     generate_chunk: GenerateChunkIn
     stream_state: Any = None
@@ -144,35 +199,57 @@ B = TypeVar("B", bound=BaseModel)
 S = TypeVar("S", bound=BaseModel)
 
 
-def validation_error(exc: ValidationError) -> BadRequestError:
-    """pydantic errors as a 400 with the HTTP layer's validation-message shape."""
-    errors = exc.errors()
-    lines = []
-    for err in errors[:_MAX_LISTED_ERRORS]:
-        entry = {k: err.get(k) for k in ("type", "loc", "msg")}
-        entry["input"] = str(err.get("input"))[:_MAX_INPUT_CHARS]
-        lines.append("  " + str(entry)[:1000])
-    noun = "error" if len(errors) == 1 else "errors"
-    loc = errors[0].get("loc", ()) if errors else ()
-    param = ".".join(str(p) for p in loc) or None
-    return BadRequestError(f"{len(errors)} validation {noun}:\n" + "\n".join(lines), param=param)
-
-
 def parse_body(body: dict[str, Any], batch: type[B], stream: type[S]) -> B | S:
-    """Validate a derender body as its batch or streaming form, picked by `stream`."""
-    model: type[BaseModel] = stream if body.get("stream") is True else batch
-    try:
-        return model.model_validate(_with_fingerprint(body))  # type: ignore[return-value]
-    except ValidationError as exc:
-        raise validation_error(exc) from None
+    """Validate a derender body as vLLM's batch | stream union (the `stream` form first).
+
+    The original body is validated (error inputs summarize it, so it must not grow a key);
+    the fingerprint is lifted once the body is known to be valid.
+    """
+    members: tuple[type[BaseModel], ...] = (batch, stream)
+    order = (stream, batch) if body.get("stream") is True else members
+    failures: dict[type[BaseModel], ValidationError] = {}
+    for member in order:
+        try:
+            # FastAPI validates bodies with from_attributes=True: a nested model given a
+            # non-object fails with `model_attributes_type`, not `model_type`.
+            parsed = member.model_validate(body, from_attributes=True)
+            return _with_fingerprint(parsed, body)  # type: ignore[return-value]
+        except ValidationError as exc:
+            failures[member] = exc
+    raise request_validation_error(
+        [
+            {**err, "loc": ("body", *_union_label(member), *err.get("loc", ()))}
+            for member in members
+            for err in failures[member].errors(include_url=False)
+        ]
+    ) from None
 
 
-def _with_fingerprint(body: dict[str, Any]) -> dict[str, Any]:
+def _union_label(member: type[BaseModel]) -> tuple[str, ...]:
+    name = getattr(member, "vllm_name", member.__name__)
+    return () if name is None else (name,)
+
+
+def _with_fingerprint(parsed: _DerenderBody, body: dict[str, Any]) -> _DerenderBody:
     """Lift a `parse_context.render_fingerprint` (top level or in the request) to the top."""
-    if body.get("render_fingerprint") is not None:
-        return body
+    if parsed.render_fingerprint is not None:
+        return parsed
     for holder in (body, body.get("chat_request"), body.get("completion_request")):
         context = holder.get("parse_context") if isinstance(holder, dict) else None
-        if isinstance(context, dict) and context.get("render_fingerprint") is not None:
-            return {**body, "render_fingerprint": context["render_fingerprint"]}
-    return body
+        fingerprint = context.get("render_fingerprint") if isinstance(context, dict) else None
+        if fingerprint is None:
+            continue
+        if not isinstance(fingerprint, str):
+            raise request_validation_error(
+                [
+                    {
+                        "type": "string_type",
+                        "loc": ("body", "render_fingerprint"),
+                        "msg": "Input should be a valid string",
+                        "input": fingerprint,
+                    }
+                ]
+            )
+        parsed.render_fingerprint = fingerprint
+        return parsed
+    return parsed

@@ -2,17 +2,27 @@
 
 Loading the tokenizer takes seconds, so the ModelBundle is loaded once per session and every
 configuration shares it (a ModelBundle is immutable; only parser flags and secrets differ).
+
+`ref_parsed` is the one vLLM 0.33 reference server (`vllm launch render` with the qwen3 and
+hermes parsers) that every differential module shares: package scoped, so it starts at most
+once per run, only when a differential test asks for it, and stops when the last test of
+tests/derender is done (not at the end of the whole session).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 
 import pytest
-
 
 from render_service.config import ServiceConfig  # noqa: E402
 from render_service.derender_api import Derenderer  # noqa: E402
 from render_service.model import ModelBundle  # noqa: E402
+
+from ..render.ref_server import PARSER_FLAGS as REF_FLAGS  # noqa: E402
+from ..render.ref_server import RefRenderServer, build_render_model_dir  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
 
 SECRET = "test-secret"
 PARSER_FLAGS = {
@@ -56,3 +66,13 @@ def plain(make_derenderer) -> Derenderer:  # noqa: ANN001
 @pytest.fixture(scope="session")
 def tok(bundle):  # noqa: ANN001, ANN201
     return bundle.hf_tokenizer
+
+
+@pytest.fixture(scope="package")
+def ref_parsed():  # noqa: ANN201
+    """vLLM 0.33's `vllm launch render` on a weightless Qwen3 folder, with our parser flags."""
+    model_dir = build_render_model_dir(REPO / ".cache" / "derender-ref-model")
+    log_dir = REPO / ".cache" / "derender-ref-logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with RefRenderServer(model_dir, REF_FLAGS, log_dir) as server:
+        yield server

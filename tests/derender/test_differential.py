@@ -1,66 +1,36 @@
-"""Ours vs the vLLM 0.33 reference derender (`vllm launch render`) on the same inputs.
+"""Ours vs the vLLM 0.33 reference derender (`vllm launch render`) on the same inputs: the
+qwen3 + hermes parser matrix, batch and streamed.
 
 Both servers get identical bodies (the same engine outputs and chunk sequences); the reference
 gets `chat_request` and `prompt_token_ids` on every chunk as vLLM requires, ours only on the
-first. Compared: batch messages, concatenated stream deltas, finish and stop reasons, and
-logprobs. Tool-call ids are compared by shape (vLLM's are random).
+first. Rules: see `ref_compare` (batch equal; our stream folds to our batch and vLLM's batch;
+the one fold is forced tools' `content: ""`). More cases: test_differential_*.py.
 """
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import pytest
+
 from .conftest import PARSER_FLAGS
-from .helpers import (
-    EOS,
-    REQUEST_ID,
-    batch_view,
-    chat_request,
-    concat_chat,
-    same_message,
-    splits_of,
-    stream,
+from .helpers import EOS, REQUEST_ID, chat_request, splits_of
+from .ref_compare import (
+    chat_batch_views,
+    chunk_bodies,
+    fold_chat,
+    normalise,
+    ref_call,
+    run_stream,
+    stream_view_of_batch,
 )
 from .test_parser_stream import CALL_T, CALL_W, PROMPT, TOOLS
 
-from ..render.ref_server import PARSER_FLAGS as REF_FLAGS  # noqa: E402
-from ..render.ref_server import RefRenderServer, build_render_model_dir  # noqa: E402
-
 pytestmark = pytest.mark.vllm
-REPO = Path(__file__).resolve().parents[2]
-_TOOL_ID = re.compile(r"^chatcmpl-tool-[0-9a-f]+$")
-
-
-@pytest.fixture(scope="module")
-def ref_parsed():  # noqa: ANN201
-    model_dir = build_render_model_dir(REPO / ".cache" / "derender-ref-model")
-    log_dir = REPO / ".cache" / "derender-ref-logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    with RefRenderServer(model_dir, REF_FLAGS, log_dir) as server:
-        yield server
+CHAT = "/v1/chat/completions/derender"
 
 
 @pytest.fixture(scope="module")
 def ours(make_derenderer):  # noqa: ANN001, ANN201
     return make_derenderer(**PARSER_FLAGS)
-
-
-def _ref_call(server, path):  # noqa: ANN001, ANN202
-    def call(body):  # noqa: ANN001, ANN202
-        response = server.post(path, body)
-        assert response.status_code == 200, response.text
-        return response.json()
-
-    return call
-
-
-def _shape_ids(view):  # noqa: ANN001, ANN202
-    for call in view["tool_calls"]:
-        assert _TOOL_ID.match(call["id"] or ""), call
-        call["id"] = "<id>"
-    return view
 
 
 OUTPUTS = [
@@ -81,56 +51,41 @@ REQUESTS = [
     chat_request(tools=TOOLS, tool_choice="required"),
     chat_request(tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_weather"}}),
 ]
+# (output, request) pairs where vLLM 0.33's own stream disagrees with its batch result: a tool
+# call right after "</think>\n\n" with tool extraction on. vLLM's streaming hermes parser sends
+# the "\n\n" between </think> and <tool_call> as content; its batch parse drops it (content
+# None, or "" when tools are forced). We follow the batch result in both modes. Asserted as an
+# exact set, so a new disagreement (or vLLM fixing this one) fails the test.
+VLLM_STREAM_DIFFERS = {(2, 0), (2, 2), (2, 3), (2, 5), (2, 6)}
+
+
+def chunks_for(ids: list[int], kind: str, seed: int) -> list[dict]:
+    return chunk_bodies({0: ids}, lambda index, n: splits_of(n, kind, seed=seed))
 
 
 @pytest.mark.parametrize("output", range(len(OUTPUTS)))
-@pytest.mark.parametrize("req", range(len(REQUESTS)))
-def test_batch_and_stream_match_reference(ref_parsed, ours, tok, output, req):  # noqa: ANN001
+def test_batch_and_stream_match_reference(ref_parsed, ours, tok, output):  # noqa: ANN001
     ids = tok.encode(OUTPUTS[output], add_special_tokens=False) + [EOS]
     prompt = tok.encode(PROMPT, add_special_tokens=False)
-    body = {"chat_request": REQUESTS[req], "prompt_token_ids": prompt,
-            "generate_response": {"request_id": REQUEST_ID, "prompt_token_ids": prompt,
-                                  "choices": [{"index": 0, "token_ids": ids, "finish_reason": "stop"}]}}  # fmt: skip
-    ref = _ref_call(ref_parsed, "/v1/chat/completions/derender")(body)
-    mine = ours.derender_chat(body)
-    assert _shape_ids(batch_view(mine)) == _shape_ids(batch_view(ref))
-    assert list(mine) == list(ref) and list(mine["choices"][0]) == list(ref["choices"][0])
-    every = {"chat_request": REQUESTS[req], "prompt_token_ids": prompt}
-    for kind in ("one", "random"):
-        sizes = splits_of(len(ids), kind, seed=output)
-        ref_chunks = stream(_ref_call(ref_parsed, "/v1/chat/completions/derender"), ids, sizes,
-                            every_body=every)  # fmt: skip
-        our_chunks = stream(ours.derender_chat, ids, sizes, first_body=every)
-        ref_stream, our_stream = _shape_ids(concat_chat(ref_chunks)), _shape_ids(concat_chat(our_chunks))
-        ref_batch = _shape_ids(batch_view(ref))
-        # Our stream always equals vLLM's batch result; so it equals vLLM's stream wherever
-        # vLLM's own stream agrees with its batch.
-        assert same_message(our_stream, ref_batch), (our_stream, ref_batch)
-        if same_message(ref_stream, ref_batch):
-            assert same_message(our_stream, ref_stream)
-
-
-def test_logprobs_match_reference(ref_parsed, ours, tok):  # noqa: ANN001
-    ids = tok.encode("emoji 😀👍🏽 中文 café", add_special_tokens=False) + [EOS]
-    lp = {"content": [{"token_id": t, "logprob": -0.25, "top_logprobs": [
-        {"token_id": t, "logprob": -0.25}, {"token_id": t + 1, "logprob": -2.0}]} for t in ids]}  # fmt: skip
-    req = chat_request(logprobs=True, top_logprobs=1)
-    body = {"chat_request": req, "generate_response": {"request_id": "r", "choices": [
-        {"index": 0, "token_ids": ids, "finish_reason": "stop", "logprobs": lp}]}}  # fmt: skip
-    ref = _ref_call(ref_parsed, "/v1/chat/completions/derender")(body)
-    assert ours.derender_chat(body)["choices"][0]["logprobs"] == ref["choices"][0]["logprobs"]
-
-
-def test_completions_match_reference(ref_parsed, ours, tok):  # noqa: ANN001
-    ids = tok.encode("some text STOP more 😀", add_special_tokens=False) + [EOS]
-    lp = {"content": [{"token_id": t, "logprob": -0.5, "top_logprobs": [{"token_id": t, "logprob": -0.5}]}
-                      for t in ids]}  # fmt: skip
-    body = {"completion_request": {"prompt": "p", "stop": ["STOP"], "logprobs": 0},
-            "prompt_tokens": [2],
-            "generate_responses": [{"request_id": "r", "choices": [
-                {"index": 0, "token_ids": ids, "finish_reason": "stop", "logprobs": lp}]}]}  # fmt: skip
-    ref = _ref_call(ref_parsed, "/v1/completions/derender")(body)
-    mine = ours.derender_completion(body)
-    for key in ("created",):
-        ref.pop(key), mine.pop(key)
-    assert mine == ref
+    for req, request in enumerate(REQUESTS):
+        body = {"chat_request": request, "prompt_token_ids": prompt,
+                "generate_response": {"request_id": REQUEST_ID, "prompt_token_ids": prompt,
+                                      "choices": [{"index": 0, "token_ids": ids, "finish_reason": "stop"}]}}  # fmt: skip
+        ref_batch, our_batch = ref_call(ref_parsed, CHAT)(body), ours.derender_chat(body)
+        assert normalise(our_batch) == normalise(ref_batch), (output, req)
+        assert list(our_batch) == list(ref_batch)
+        expected = stream_view_of_batch(chat_batch_views(ref_batch)[0], request)
+        every = {"chat_request": request, "prompt_token_ids": prompt}
+        for kind in ("one", "random"):
+            our_stream = fold_chat(run_stream(ours.derender_chat, chunks_for(ids, kind, output), every, {}))[0]
+            assert our_stream.pop("roles") == 1
+            assert our_stream == expected, (output, req, kind)
+        # vLLM replays the whole output on every chunk (O(n^2)): one split is enough to pin
+        # where its stream agrees with its batch.
+        chunks = chunks_for(ids, "random", output)
+        ref_stream = fold_chat(run_stream(ref_call(ref_parsed, CHAT), chunks, {}, every))[0]
+        assert ref_stream.pop("roles") == 1
+        vllm_agrees = ref_stream == expected
+        assert vllm_agrees == ((output, req) not in VLLM_STREAM_DIFFERS), (output, req, ref_stream)
+        if not vllm_agrees:  # the known case: vLLM's stream adds the "\n\n" as content
+            assert ref_stream["content"] == "\n\n" and expected["content"] is None

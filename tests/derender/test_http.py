@@ -32,3 +32,104 @@ def test_batch_stream_and_errors(client, tok):  # noqa: ANN001
     assert bad.status_code == 400 and bad.json()["error"]["code"] == 400
     missing = client.post("/v1/chat/completions/derender", json={"generate_response": gen, "model": "x"})
     assert missing.status_code == 404
+
+
+# -- parsers errors on engine output: typed 400s in all four operations -------------------
+
+# Qwen3's byte-level piece for the lone byte 0xA1: a UTF-8 continuation byte that never
+# completes a character, so the detokenizer window grows by one token per id.
+LONE_CONTINUATION = 94
+DEGENERATE_RUN = 1100  # past the stream window cap (MAX_WINDOW_TOKENS = 1024)
+
+
+@pytest.fixture(scope="module")
+def parsed_client():  # noqa: ANN201
+    from render_service.config import Limits
+
+    from .conftest import PARSER_FLAGS
+
+    config = ServiceConfig(stream_state_secret="http", limits=Limits(max_tool_call_chars=4096),
+                           **PARSER_FLAGS)  # fmt: skip
+    with TestClient(create_app(config), raise_server_exceptions=False) as c:
+        yield c
+
+
+def _gen(ids, **choice):  # noqa: ANN001, ANN003, ANN202
+    return {"request_id": REQUEST_ID,
+            "choices": [{"index": 0, "token_ids": ids, "finish_reason": "stop", **choice}]}  # fmt: skip
+
+
+CHAT = {"messages": [{"role": "user", "content": "hi"}]}
+
+
+def _stream_until_error(client, path, ids, size, first_body):  # noqa: ANN001, ANN202
+    """Post `ids` in chunks of `size`; the first non-200 response and its chunk number."""
+    state = None
+    for k, start in enumerate(range(0, len(ids), size)):
+        last = start + size >= len(ids)
+        chunk = {"request_id": REQUEST_ID, "choices": [{"index": 0, "token_ids": ids[start : start + size],
+                                                        "finish_reason": "stop" if last else None}]}  # fmt: skip
+        body = {"stream": True, "generate_chunk": chunk, "stream_state": state}
+        if k == 0:
+            body |= first_body
+        r = client.post(path, json=body)
+        if r.status_code != 200:
+            return r, k
+        state = r.json()["stream_state"]
+    raise AssertionError("the stream never failed")
+
+
+def _assert_typed_400(r, param, *words):  # noqa: ANN001, ANN002, ANN202
+    assert r.status_code == 400, r.text[:300]
+    error = r.json()["error"]
+    assert error["type"] == "BadRequestError" and error["code"] == 400 and error["param"] == param
+    for word in words:
+        assert word in error["message"], error["message"]
+
+
+def test_degenerate_output_batch_decodes_without_a_window_cap(parsed_client, tok):  # noqa: ANN001
+    """Batch follows vLLM's batch derender (one uncapped pass): nothing decodes from the lone
+    bytes, or one U+FFFD each once a real character follows. Equality with vLLM itself is in
+    test_differential.py."""
+    hello = tok.encode("hello", add_special_tokens=False)
+    for tail, text in (([], ""), (hello, "\ufffd" * DEGENERATE_RUN + "hello")):
+        gen = _gen([LONE_CONTINUATION] * DEGENERATE_RUN + tail + [EOS])
+        r = parsed_client.post("/v1/completions/derender", json={"generate_responses": [gen]})
+        assert r.status_code == 200, r.text
+        assert r.json()["choices"][0]["text"] == text
+        r = parsed_client.post("/v1/chat/completions/derender", json={
+            "generate_response": gen, "chat_request": CHAT, "prompt_token_ids": [1, 2]})  # fmt: skip
+        assert r.status_code == 200, r.text
+        message = r.json()["choices"][0]["message"]
+        assert (message["reasoning"] or "") + (message["content"] or "") == text
+
+
+@pytest.mark.parametrize("path,first_body,failing_chunk", [
+    ("/v1/completions/derender", {}, 4),
+    # The two prompt ids seed the window: 2 + 4 * 256 > 1024 already on the 4th chunk.
+    ("/v1/chat/completions/derender", {"chat_request": CHAT, "prompt_token_ids": [1, 2]}, 3),
+], ids=["completion", "chat"])
+def test_degenerate_output_stream_is_a_typed_400_at_the_window_cap(
+    parsed_client, path, first_body, failing_chunk  # noqa: ANN001
+) -> None:
+    """A stream's state is bounded: the run overflows the detokenizer window on the chunk (of
+    256 tokens) that takes it past 1024 tokens, and that is a 400, never a 500."""
+    ids = [LONE_CONTINUATION] * DEGENERATE_RUN + [EOS]
+    r, k = _stream_until_error(parsed_client, path, ids, 256, first_body)
+    assert k == failing_chunk
+    _assert_typed_400(r, "generate_chunk", "window exceeds 1024 tokens")
+
+
+def test_tool_call_over_the_limit_in_batch_chat_is_a_typed_400(parsed_client, tok):  # noqa: ANN001
+    """The tool parser's LimitExceededError (--max-tool-call-chars) in batch chat is a 400: a
+    call still open at the end of a truncated output holds more than the limit."""
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "' + "x" * 5000
+    ids = tok.encode("<think>\n\n</think>\n\n" + call, add_special_tokens=False)
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    r = parsed_client.post("/v1/chat/completions/derender", json={
+        "generate_response": _gen(ids, finish_reason="length"), "chat_request": {**CHAT, "tools": tools},
+        "prompt_token_ids": [1, 2]})  # fmt: skip
+    _assert_typed_400(r, "generate_response", "--max-tool-call-chars")
+    r, _ = _stream_until_error(parsed_client, "/v1/chat/completions/derender", ids, 64,
+                               {"chat_request": {**CHAT, "tools": tools}, "prompt_token_ids": [1, 2]})  # fmt: skip
+    _assert_typed_400(r, "generate_chunk", "--max-tool-call-chars")

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from render_service.errors import StreamStateError
+from render_service.errors import BadRequestError, StreamStateError
 from render_service.stream_state import STATE_VERSION, StreamStateCodec
 
 CODEC = StreamStateCodec(secret=b"k" * 32, max_bytes=64 * 1024)
@@ -130,3 +130,51 @@ def test_zip_bomb_payload_is_rejected() -> None:
     tag = small._mac("b", bomb)
     with pytest.raises(StreamStateError, match="too large"):
         small.decode({"rs": f"1.{bomb}.{tag}"}, binding="b")
+
+
+def _noise(n: int, seed: int) -> str:
+    """n characters that zlib cannot shrink much (so the token grows with n)."""
+    import random
+
+    rng = random.Random(seed)
+    return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(n))
+
+
+@pytest.mark.parametrize(
+    "state, which",
+    [
+        ({"tools": _noise(20_000, 1)}, "encoded"),  # incompressible: the token is too long
+        ({"tools": "a" * (8 * 4096)}, "inflated"),  # compresses to ~100 bytes, inflates past 8x
+    ],
+)
+def test_encode_refuses_a_state_decode_would_refuse(state: dict, which: str) -> None:
+    """A state over either bound is refused when issued (400 naming the flag), not a chunk later."""
+    small = StreamStateCodec(secret=b"k" * 32, max_bytes=4096)
+    with pytest.raises(BadRequestError, match=f"{which} limit.*--max-stream-state-bytes 4096") as err:
+        small.encode(state, binding="b")
+    assert not isinstance(err.value, StreamStateError)  # the client's state is not at fault
+
+
+@settings(max_examples=60, deadline=None)
+@given(size=st.integers(min_value=0, max_value=12_000), compressible=st.booleans())
+def test_every_issued_state_is_accepted_back(size: int, compressible: bool) -> None:
+    """Near the limits, encode either refuses or issues a state that decode accepts."""
+    small = StreamStateCodec(secret=b"k" * 32, max_bytes=1024)
+    state = {"tools": "a" * size if compressible else _noise(size, size)}
+    try:
+        wire = small.encode(state, binding="b", now=3)
+    except BadRequestError as exc:
+        assert "--max-stream-state-bytes" in str(exc)
+        return
+    assert small.decode(wire, binding="b", now=3) == {**state, "issued_at": 3}
+
+
+def test_inflated_bound_is_exclusive_at_issue() -> None:
+    """JSON one byte under max_bytes * 8 is issued and accepted; at the bound it is refused."""
+    small = StreamStateCodec(secret=b"k" * 32, max_bytes=1024)
+    overhead = len(orjson.dumps({"tools": "", "issued_at": 3}))
+    under = {"tools": "a" * (8 * 1024 - 1 - overhead)}
+    assert len(orjson.dumps({**under, "issued_at": 3})) == 8 * 1024 - 1
+    assert small.decode(small.encode(under, binding="b", now=3), binding="b", now=3)["tools"] == under["tools"]
+    with pytest.raises(BadRequestError, match="inflated limit"):
+        small.encode({"tools": under["tools"] + "a"}, binding="b", now=3)
