@@ -1,11 +1,16 @@
 """HTTP adapter of the gateway: the OpenAI routes `vllm serve` has, over `Gateway.handle`.
 
     POST /v1/chat/completions, /v1/completions   JSON, or SSE with "stream": true
-    GET  /v1/models, /health (503 when no decode/collocated engine is healthy), /metrics,
-         /version, /ping
+    GET  /v1/models, /metrics, /version
+    GET  /health  liveness: 200 while the process serves (engines booting is not a reason
+                  to restart the gateway)
+    GET  /ready   readiness: 200 once a request can be served (a healthy collocated, or
+                  decode, engine), else 503; the body lists each pool's healthy engines
+    GET  /ping    vLLM's (SageMaker) probe, answered like /ready
 
 Client hang-ups cancel the work (asgi.until_disconnect / SSEResponse), which aborts the
-engine requests. Errors go through the service's one mapping (http_errors).
+engine requests. Errors go through the service's one mapping (http_errors); a saturated
+gateway's 503 carries `Retry-After`, like the middleware's own.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
 from fastapi import FastAPI, Request
 from starlette.responses import Response
 
@@ -21,19 +27,22 @@ from render_service.config import ServiceConfig
 from render_service.gateway.asgi import ClientDisconnected, SSEResponse, until_disconnect
 from render_service.gateway.codec import Codec, InProcessCodec
 from render_service.gateway.config import GatewayConfig
-from render_service.gateway.gateway import ClientFactory, Gateway, StreamResult
-from render_service.http_errors import install_error_handlers
-from render_service.http_io import VLLM_API_VERSION, json_response, read_json_object
+from render_service.gateway.gateway import ClientFactory, Gateway, SaturatedError, StreamResult
+from render_service.http_errors import error_response, install_error_handlers
+from render_service.http_io import json_response, read_json_object, version_body
 from render_service.metrics import CONTENT_TYPE_LATEST, render_metrics_text
-from render_service.middleware import ServiceMiddleware
+from render_service.middleware import OPEN_PATHS, ServiceMiddleware
+from render_service.mm.fetch import MediaFetcher
 
 __all__ = ["create_gateway_app"]
 
 _POST_ROUTES = ("/v1/chat/completions", "/v1/completions")
-_GET_ROUTES = ("/v1/models", "/health", "/ping", "/version", "/metrics")
+_GET_ROUTES = ("/v1/models", "/health", "/ready", "/ping", "/version", "/metrics")
 # nginx-style "client closed request"; nobody reads it, the access log does.
 _CLIENT_GONE = 499
-
+# Requests besides the generation streams the middleware lets in (models, version, ...), so
+# a gateway full of streams still answers them and streams are bounded by admission alone.
+_NON_GENERATION_HEADROOM = 64
 
 
 
@@ -65,15 +74,20 @@ def _add_info_routes(app: FastAPI, gateway: Gateway) -> None:
 
     @app.get("/health")
     async def health() -> Response:
-        return Response(status_code=200 if gateway.healthy() else 503)
+        return Response(status_code=200)
 
-    @app.get("/ping")
+    @app.get("/ready")
+    async def ready() -> Response:
+        state = gateway.readiness()
+        return json_response(state, 200 if state["ready"] else 503)
+
+    @app.api_route("/ping", methods=["GET", "POST"])  # vLLM: SageMaker's POST /ping too
     async def ping() -> Response:
-        return Response(status_code=200 if gateway.healthy() else 503)
+        return Response(status_code=200 if gateway.ready() else 503)
 
     @app.get("/version")
     async def version() -> Response:
-        return json_response({"version": __version__, "vllm_api_version": VLLM_API_VERSION})
+        return json_response(version_body())
 
     @app.get("/metrics")
     async def metrics() -> Response:
@@ -82,9 +96,15 @@ def _add_info_routes(app: FastAPI, gateway: Gateway) -> None:
 
 def create_gateway_app(config: ServiceConfig, gateway_config: GatewayConfig, *,
                        codec: Codec | None = None,
-                       client_factory: ClientFactory | None = None) -> FastAPI:
-    """The gateway app. `codec`/`client_factory` replace render/derender and the engines in tests."""
-    gateway = Gateway(gateway_config, codec or InProcessCodec(config), client_factory=client_factory)
+                       client_factory: ClientFactory | None = None,
+                       engine_transport: httpx.AsyncBaseTransport | None = None) -> FastAPI:
+    """The gateway app. `codec`/`client_factory` replace render/derender and the engines in
+    tests; `engine_transport` keeps the real HTTP engine client over an in-memory transport."""
+    codec = codec or InProcessCodec(config)
+    fetcher = MediaFetcher.from_config(config) if codec.accepts_images else None
+    gateway = Gateway(gateway_config, codec, client_factory=client_factory,
+                      render_workers=config.renderer_num_workers, fetcher=fetcher,
+                      engine_transport=engine_transport)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):  # type: ignore[no-untyped-def]
@@ -97,14 +117,24 @@ def create_gateway_app(config: ServiceConfig, gateway_config: GatewayConfig, *,
     app = FastAPI(title="render-service gateway", version=__version__, lifespan=lifespan)
     app.state.gateway = gateway
     install_error_handlers(app)
+    app.add_exception_handler(SaturatedError, _on_saturated)
     _add_generation_routes(app, gateway)
     _add_info_routes(app, gateway)
     app.add_middleware(
         ServiceMiddleware,
         api_key=config.api_key,
         max_body_bytes=config.limits.max_body_bytes,
-        max_concurrent=config.limits.max_concurrent_requests,
+        max_concurrent=max(config.limits.max_concurrent_requests,
+                           gateway_config.max_concurrent_streams + _NON_GENERATION_HEADROOM),
         known_paths=frozenset(_POST_ROUTES + _GET_ROUTES),
         echo_request_id=config.enable_request_id_headers,
+        open_paths=OPEN_PATHS | {"/ready"},
     )
     return app
+
+
+async def _on_saturated(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, SaturatedError)
+    response = error_response(exc.status, exc.to_body())
+    response.headers["retry-after"] = str(exc.retry_after_s)
+    return response

@@ -5,21 +5,31 @@
     render-service gateway --config gateway.yaml [--routing least_outstanding ...]
 
 Flags given on the command line override the --config file; the file overrides defaults.
+`--engine-api-key` also comes from RENDER_SERVICE_ENGINE_API_KEY (so it can live in a Secret);
+the variable, like a flag, overrides the file.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
 from render_service.config import ServiceConfig
-from render_service.gateway.config import ROUTING_POLICIES, GatewayConfig, load_config_file
+from render_service.gateway.config import (
+    FINGERPRINT_MODES,
+    ROUTING_POLICIES,
+    GatewayConfig,
+    load_config_file,
+)
 
 __all__ = ["add_gateway_parser", "run_gateway", "gateway_config_from_args"]
 
 log = logging.getLogger("render_service.gateway")
+
+ENGINE_API_KEY_ENV = "RENDER_SERVICE_ENGINE_API_KEY"
 
 AddFlags = Callable[[argparse.ArgumentParser], None]
 
@@ -35,7 +45,8 @@ _NESTED = {
     "request_timeout": ("timeouts", "request_s"),
 }
 _FLAT = ("routing", "prefill_routing", "decode_routing", "block_size", "prefix_cache_blocks",
-         "max_retries", "max_concurrent_streams")
+         "max_retries", "max_concurrent_streams", "kv_lease_duration", "engine_api_key",
+         "fingerprint_mode", "fingerprint_value")
 
 
 def add_gateway_parser(subparsers: Any, add_model_flags: AddFlags, add_server_flags: AddFlags
@@ -71,6 +82,13 @@ def add_gateway_parser(subparsers: Any, add_model_flags: AddFlags, add_server_fl
                    help="extra tries of a prefill, or of a decode before its first token")
     g.add_argument("--max-concurrent-streams", type=int, default=None,
                    help="generation requests in flight before 503")
+    g.add_argument("--kv-lease-duration", type=float, default=None, metavar="SECONDS",
+                   help="the prefill engines' NIXL kv_lease_duration (vLLM default 30)")
+    g.add_argument("--engine-api-key", default=os.environ.get(ENGINE_API_KEY_ENV) or None,
+                   help=f"sent to the engines as 'Authorization: Bearer' (env {ENGINE_API_KEY_ENV})")
+    g.add_argument("--fingerprint-mode", choices=FINGERPRINT_MODES, default=None,
+                   help="system_fingerprint of responses, as vLLM's flag (default full)")
+    g.add_argument("--fingerprint-value", default=None, help="the literal for --fingerprint-mode custom")
     return p
 
 

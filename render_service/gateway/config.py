@@ -9,15 +9,21 @@ File shape (every key optional; URLs are the engines' base URLs):
     engines: [http://10.0.0.1:8000]           # collocated pool, or:
     prefill: [http://10.0.0.2:8000]           # P/D pools (xPyD)
     decode:  [http://10.0.0.3:8000, ...]
-    routing: prefix_aware                     # default for every pool
-    prefill_routing: prefix_aware
-    decode_routing: least_outstanding
+    routing: prefix_aware                     # the collocated pool, and prefill by default
+    prefill_routing: prefix_aware             # default: `routing`
+    decode_routing: least_outstanding         # default: least_outstanding (never `routing`:
+                                              #   the KV comes from prefill, not a decode cache)
     block_size: 16                            # vLLM's --block-size
     prefix_cache_blocks: 65536                # remembered blocks per engine
     health: {interval_s: 2, timeout_s: 1, failure_threshold: 2}
     timeouts: {connect_s: 2, prefill_s: 60, first_token_s: 60, inter_token_s: 30, request_s: 600}
     max_retries: 2
     max_concurrent_streams: 512
+    kv_lease_duration: 30                     # the prefill engines' NIXL kv_lease_duration (s)
+    engine_api_key: ...                       # sent as "Authorization: Bearer"; prefer the
+                                              #   RENDER_SERVICE_ENGINE_API_KEY variable
+    fingerprint_mode: full                    # system_fingerprint: full | hash | custom | none
+    fingerprint_value: null                   # the literal for fingerprint_mode: custom
 """
 
 from __future__ import annotations
@@ -34,10 +40,12 @@ __all__ = [
     "HealthSettings",
     "Timeouts",
     "ROUTING_POLICIES",
+    "FINGERPRINT_MODES",
     "load_config_file",
 ]
 
 ROUTING_POLICIES = ("round_robin", "least_outstanding", "prefix_aware")
+FINGERPRINT_MODES = ("full", "hash", "custom", "none")  # vLLM's --fingerprint-mode
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +91,12 @@ class GatewayConfig:
     timeouts: Timeouts = field(default_factory=Timeouts)
     max_retries: int = 2
     max_concurrent_streams: int = 512
+    # How long a prefill engine keeps a finished prefill's KV for a decoder (vLLM NIXL
+    # `kv_connector_extra_config.kv_lease_duration`, default 30 s); bounds KV reuse on retries.
+    kv_lease_duration: float = 30.0
+    engine_api_key: str | None = field(default=None, repr=False)
+    fingerprint_mode: str = "full"
+    fingerprint_value: str | None = None
 
     def __post_init__(self) -> None:
         if self.engines and (self.prefill or self.decode):
@@ -99,6 +113,13 @@ class GatewayConfig:
             raise ConfigError("--max-retries must be >= 0")
         if self.max_concurrent_streams < 1:
             raise ConfigError("--max-concurrent-streams must be >= 1")
+        if self.kv_lease_duration <= 0:
+            raise ConfigError("--kv-lease-duration must be > 0")
+        if self.fingerprint_mode not in FINGERPRINT_MODES:
+            raise ConfigError(f"--fingerprint-mode {self.fingerprint_mode!r}: choose from "
+                              f"{', '.join(FINGERPRINT_MODES)}")
+        if self.fingerprint_mode == "custom" and not self.fingerprint_value:
+            raise ConfigError("--fingerprint-mode custom needs --fingerprint-value")
         for url in (*self.engines, *self.prefill, *self.decode):
             if not url.startswith(("http://", "https://")):
                 raise ConfigError(f"engine URL {url!r} must start with http:// or https://")

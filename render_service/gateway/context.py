@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
-from render_service.gateway.pool import Engine
+from render_service.gateway.prefix_index import PromptBlocks
+from render_service.gateway.serve_options import ServeOptions
 
 __all__ = ["Leg", "RequestContext", "engine_body", "prefill_body", "KV_PREFILL_PARAMS"]
 
@@ -36,11 +38,8 @@ class Leg:
     prompt_index: int
     rendered: dict[str, Any]
     kv_transfer_params: dict[str, Any] | None = None
-    prefill_engine: Engine | None = None
-    prefill_request_id: str | None = None
-    decode_engine: Engine | None = None
     attempts: int = 0  # decode attempts so far (each gets its own engine request id)
-    prefill_done_at: float | None = None
+    prefill_done_at: float | None = None  # when the prefill answered (None: no remote KV)
     # Why the decode request is aborted if its stream is closed before the engine finished;
     # responders set "stop_string", errors set their own; else the client went away.
     close_reason: str = "client_gone"
@@ -56,6 +55,16 @@ class Leg:
     @property
     def n(self) -> int:
         return int(self.rendered.get("sampling_params", {}).get("n", 1) or 1)
+
+    @cached_property
+    def blocks(self) -> PromptBlocks:
+        """The prompt as prefix-aware routing sees it (tokens, cache_salt, image hashes)."""
+        return PromptBlocks.of_request(self.rendered)
+
+    @property
+    def wants_prompt_logprobs(self) -> bool:
+        """Only a JSON engine answer carries prompt logprobs (the token stream has none)."""
+        return self.rendered.get("sampling_params", {}).get("prompt_logprobs") is not None
 
     def attempt_request_id(self) -> str:
         """A fresh id per decode attempt, so aborting a failed try never hits its retry."""
@@ -76,17 +85,16 @@ class RequestContext:
     def stream(self) -> bool:
         return bool(self.body.get("stream"))
 
+    @cached_property
+    def options(self) -> ServeOptions:
+        return ServeOptions.of(self.endpoint, self.body)
+
     @property
     def stop_strings(self) -> list[str]:
         stop = self.body.get("stop")
         if isinstance(stop, str):
             return [stop] if stop else []
         return [s for s in stop or [] if s]
-
-    @property
-    def include_usage(self) -> bool:
-        options = self.body.get("stream_options") or {}
-        return bool(options.get("include_usage"))
 
     def add_phase(self, phase: str, seconds: float) -> None:
         self.phases[phase] = self.phases.get(phase, 0.0) + seconds

@@ -14,8 +14,12 @@ the right one: first token or inter-token); it opens the HTTP request on the fir
 the time-to-first-token deadline covers connect and response headers too.
 
 `HttpEngineClient` shares one pooled `httpx.AsyncClient` (`EngineHttp`, with an explicit
-lifecycle) across every engine. `gateway.fake_engine.ScriptedEngine` is the in-memory
-implementation used by the unit tests.
+lifecycle) across every engine; with `api_key` it sends `Authorization: Bearer <key>` on every
+call (vLLM's --api-key guards /inference/..., not /health). `gateway.testing.ScriptedEngine` is
+the in-memory implementation used by the unit tests.
+
+A connect failure (refused, or the connect deadline) raises `EngineUnreachableError`: the
+request was never sent, which the decode stage needs to know (stages.DecodeStage).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import abc
 import enum
 import logging
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 import httpx
@@ -33,6 +38,7 @@ from render_service.errors import EngineTimeoutError
 from render_service.gateway.errors import (
     EngineFailedError,
     EngineUnavailableError,
+    EngineUnreachableError,
     error_from_status,
 )
 from render_service.gateway.sse import DONE_PAYLOAD, SSEDecoder, SSEProtocolError
@@ -127,6 +133,8 @@ class HttpEngineClient(EngineClient):
                 self.url + GENERATE_PATH, content=orjson.dumps(body), headers=_JSON_HEADERS,
                 timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, self._http.connect_timeout_s)),
             )
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise EngineUnreachableError(f"engine {self.url} unreachable: {_describe(exc)}") from exc
         except httpx.TimeoutException as exc:
             raise EngineTimeoutError(f"engine {self.url} did not answer within {timeout_s:g} s") from exc
         except httpx.TransportError as exc:
@@ -143,16 +151,17 @@ class HttpEngineClient(EngineClient):
             "POST", self.url + GENERATE_PATH, content=orjson.dumps(body), headers=_JSON_HEADERS)
         try:
             response = await self._http.client.send(request, stream=True)
-        except httpx.TimeoutException as exc:
-            raise EngineTimeoutError(f"engine {self.url}: connect timed out") from exc
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise EngineUnreachableError(f"engine {self.url} unreachable: {_describe(exc)}") from exc
         except httpx.TransportError as exc:
             raise EngineUnavailableError(f"engine {self.url} unreachable: {_describe(exc)}") from exc
         try:
             if response.status_code != 200:
                 content = await response.aread()
                 raise error_from_status(response.status_code, _json_or_none(content), f"engine {self.url}")
-            async for event in _events(response, self.url):
-                yield event
+            async with aclosing(_events(response, self.url)) as events:
+                async for event in events:
+                    yield event
         finally:
             await response.aclose()
 

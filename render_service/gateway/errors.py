@@ -1,26 +1,42 @@
 """Engine-side failures, as subclasses of the service's one error tree.
 
-    EngineError (502)                       render_service.errors
-    ├── EngineUnavailableError   retryable  connect refused/reset, stream cut without [DONE]
-    ├── EngineFailedError        retryable  engine 5xx, or an SSE error event (e.g. KV load failure)
-    └── EngineTimeoutError (504) retryable  a phase deadline passed (render_service.errors)
+    EngineError (502)                          render_service.errors
+    ├── EngineUnavailableError     retryable   connection reset, stream cut without [DONE]
+    │   └── EngineUnreachableError retryable   connect refused / connect timeout: never sent
+    ├── EngineFailedError          retryable   engine 5xx, or an SSE error event (e.g. KV load failure)
+    ├── EngineAuthError            final       engine 401/403: the gateway's --engine-api-key is wrong
+    └── EngineTimeoutError (504)   retryable   a first-token or prefill deadline passed
+        └── RequestDeadlineError   final       a whole non-streaming decode ran past timeouts.request_s
     BadRequestError (400)
-    └── EngineRejectedError      final      engine 4xx: the request itself is wrong; its status kept
+    └── EngineRejectedError        final       engine 4xx: the request itself is wrong; its status kept
 
 "Retryable" means: safe to send again *if no token reached the client yet*. The stages decide
-whether that holds; these classes only say what kind of failure it was.
+whether that holds; these classes only say what kind of failure it was. A request that ran
+into its whole-request deadline is not sent again: the engine spent that long on it already,
+and a second try would double the client's wait. `EngineUnreachableError` also tells the
+decode stage that the engine never saw the request, so a P/D decode may reuse the prefill's
+KV on another engine (see stages.DecodeStage).
 """
 
 from __future__ import annotations
 
-from render_service.errors import BadRequestError, EngineError, EngineTimeoutError, RenderServiceError
+from render_service.errors import (
+    BadRequestError,
+    EngineError,
+    EngineTimeoutError,
+    RenderServiceError,
+)
 
 __all__ = [
     "EngineUnavailableError",
+    "EngineUnreachableError",
     "EngineFailedError",
+    "EngineAuthError",
     "EngineTimeoutError",
+    "RequestDeadlineError",
     "EngineRejectedError",
     "is_retryable",
+    "never_reached_engine",
 ]
 
 
@@ -28,8 +44,20 @@ class EngineUnavailableError(EngineError):
     """The engine could not be reached, or dropped the connection."""
 
 
+class EngineUnreachableError(EngineUnavailableError):
+    """The connection to the engine could not be opened: the request was never sent."""
+
+
 class EngineFailedError(EngineError):
     """The engine answered with a server error."""
+
+
+class EngineAuthError(EngineError):
+    """The engine refused the gateway's credentials (a gateway configuration problem)."""
+
+
+class RequestDeadlineError(EngineTimeoutError):
+    """A whole non-streaming decode took longer than its deadline."""
 
 
 class EngineRejectedError(BadRequestError):
@@ -44,7 +72,13 @@ class EngineRejectedError(BadRequestError):
 
 
 def is_retryable(exc: BaseException) -> bool:
+    if isinstance(exc, RequestDeadlineError):
+        return False
     return isinstance(exc, (EngineUnavailableError, EngineFailedError, EngineTimeoutError))
+
+
+def never_reached_engine(exc: BaseException) -> bool:
+    return isinstance(exc, EngineUnreachableError)
 
 
 def error_from_status(status: int, body: object, what: str) -> RenderServiceError:
@@ -55,6 +89,10 @@ def error_from_status(status: int, body: object, what: str) -> RenderServiceErro
         message = str(err.get("message") or message)
         error_type = err.get("type") if isinstance(err.get("type"), str) else None
         param = err.get("param") if isinstance(err.get("param"), str) else None
+    if status in (401, 403):
+        # vLLM's --api-key answers {"error": "Unauthorized"}: the client's request is fine.
+        return EngineAuthError(f"{what} refused the gateway's credentials (HTTP {status}); "
+                               "check --engine-api-key")
     if 400 <= status < 500:
         return EngineRejectedError(message, status=status, error_type=error_type, param=param)
     return EngineFailedError(f"{what}: {message}")

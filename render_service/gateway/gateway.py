@@ -1,12 +1,18 @@
 """Gateway: the pools, the stages and the responders wired together; one call per request.
 
     handle(endpoint, body, request_id_header)
-      admission (bounded; 503 when saturated)
-      -> RenderStage -> PrefillStage (no-op without a prefill pool) -> DecodeStage
-      -> Responders (derender; SSE or JSON)
+      admission (bounded; 503 with Retry-After when saturated)
+      -> RenderStage (fetches http(s) images, then renders) -> ServeOptions.check
+      -> PrefillStage (no-op without a prefill pool) -> DecodeStage
+      -> Responders (SSE) or BatchResponder (JSON): derender, echo, usage, fingerprint
 
 The stage list is the same for collocated and P/D serving; P/D only gives PrefillStage a pool
 and DecodeStage the decode pool instead of the collocated one.
+
+Liveness is the process itself (app.py's /health answers 200 while it serves); readiness
+(`ready`) needs a healthy engine in every pool a request cannot do without: the collocated
+pool, or in P/D the decode pool (without prefill engines requests still run, recomputing on
+decode).
 """
 
 from __future__ import annotations
@@ -14,10 +20,14 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
+
 from render_service.errors import RenderServiceError, ServiceUnavailableError
+from render_service.gateway.batch import BatchResponder
 from render_service.gateway.codec import Codec
 from render_service.gateway.config import GatewayConfig
 from render_service.gateway.context import RequestContext
@@ -27,10 +37,18 @@ from render_service.gateway.pool import Engine, EnginePool, HealthChecker
 from render_service.gateway.responders import OpenStream, Responders
 from render_service.gateway.routing import make_policy
 from render_service.gateway.stages import Aborter, DecodeStage, PrefillStage, RenderStage
+from render_service.http_io import VLLM_API_VERSION
+from render_service.mm.fetch import MediaFetcher
 
-__all__ = ["Gateway", "Admission", "StreamResult"]
+__all__ = ["Gateway", "Admission", "SaturatedError", "StreamResult", "system_fingerprint"]
 
 ClientFactory = Callable[[str], EngineClient]
+
+
+class SaturatedError(ServiceUnavailableError):
+    """Too many generation requests in flight; answered with `Retry-After` (seconds)."""
+
+    retry_after_s = 1
 
 
 class Admission:
@@ -43,7 +61,7 @@ class Admission:
     def enter(self) -> None:
         if self.active >= self.limit:
             GATEWAY_METRICS.rejected.labels("saturated").inc()
-            raise ServiceUnavailableError(
+            raise SaturatedError(
                 f"The gateway is saturated ({self.limit} requests in flight, "
                 "--max-concurrent-streams); retry later.")
         self.active += 1
@@ -63,30 +81,58 @@ class StreamResult:
     close: Callable[[], Awaitable[None]]
 
 
+def system_fingerprint(config: GatewayConfig, codec: Codec) -> str | None:
+    """vLLM's `--fingerprint-mode`: full/hash -> `vllm-<version>-<hash8>`, custom, none.
+
+    vLLM hashes its engine config (model, quantization, ...), which the gateway cannot see;
+    ours is the render configuration's fingerprint (model, template, parsers, ...), the same
+    role: it changes when the backend that produced the tokens changes. Parallelism is not
+    known here, so full and hash give the same string.
+    """
+    if config.fingerprint_mode == "none":
+        return None
+    if config.fingerprint_mode == "custom":
+        return config.fingerprint_value
+    return f"vllm-{VLLM_API_VERSION}-{codec.fingerprint[:8]}"
+
+
 class Gateway:
     def __init__(self, config: GatewayConfig, codec: Codec, *,
                  client_factory: ClientFactory | None = None,
-                 executor: Executor | None = None, model_name: str | None = None) -> None:
+                 executor: Executor | None = None, model_name: str | None = None,
+                 render_workers: int = 1, fetcher: MediaFetcher | None = None,
+                 engine_transport: httpx.AsyncBaseTransport | None = None) -> None:
+        """`render_workers`: threads for render and batch derender (--renderer-num-workers),
+        unless `executor` is given. `engine_transport` replaces the network (tests)."""
         self.config = config
         self.codec = codec
         self._http: EngineHttp | None = None
         if client_factory is None:
             self._http = EngineHttp(connect_timeout_s=config.timeouts.connect_s,
-                                    max_connections=max(64, config.max_concurrent_streams * 2))
+                                    max_connections=max(64, config.max_concurrent_streams * 2),
+                                    api_key=config.engine_api_key, transport=engine_transport)
             http = self._http
             client_factory = lambda url: HttpEngineClient(url, http)  # noqa: E731
         self.pools = self._build_pools(config, client_factory)
-        self.executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway")
+        self._owns_executor = executor is None
+        self.executor = executor or ThreadPoolExecutor(max_workers=render_workers,
+                                                       thread_name_prefix="gateway-render")
+        self.fetcher = fetcher
         self.aborter = Aborter()
         self.admission = Admission(config.max_concurrent_streams)
         self.health = HealthChecker(list(self.pools.values()), config.health)
         self.model_name = model_name or codec.models()["data"][0]["id"]
         decode_pool = self.pools["decode"] if config.disaggregated else self.pools["collocated"]
-        self.render = RenderStage(codec, self.executor)
+        fingerprint = system_fingerprint(config, codec)
+        self.render = RenderStage(codec, self.executor, fetcher)
         self.prefill = PrefillStage(self.pools.get("prefill"), config.timeouts,
                                     config.max_retries, self.aborter)
-        self.decode = DecodeStage(decode_pool, config.timeouts, config.max_retries, self.aborter)
-        self.responders = Responders(codec, self.decode, self.executor, self.model_name)
+        self.decode = DecodeStage(decode_pool, config.timeouts, config.max_retries, self.aborter,
+                                  kv_lease_s=config.kv_lease_duration)
+        self.responders = Responders(codec, self.decode, self.model_name, fingerprint)
+        self.batch = BatchResponder(codec, self.decode, self.executor, self.model_name,
+                                    disaggregated=config.disaggregated,
+                                    system_fingerprint=fingerprint)
 
     @staticmethod
     def _build_pools(config: GatewayConfig, factory: ClientFactory) -> dict[str, EnginePool]:
@@ -111,11 +157,20 @@ class Gateway:
         await self.aborter.drain()
         if self._http is not None:
             await self._http.aclose()
+        if self.fetcher is not None:
+            await self.fetcher.aclose()
+        if self._owns_executor:
+            self.executor.shutdown(wait=False, cancel_futures=True)
 
-    def healthy(self) -> bool:
+    def ready(self) -> bool:
         """Serving is possible: a decode (or collocated) engine is in rotation."""
-        pool = self.decode.pool
-        return bool(pool.healthy())
+        return bool(self.decode.pool.healthy())
+
+    def readiness(self) -> dict[str, Any]:
+        """`ready`, and each pool's healthy/total engine counts (the /ready body)."""
+        pools = {name: {"healthy": len(pool.healthy()), "total": len(pool.engines)}
+                 for name, pool in self.pools.items()}
+        return {"ready": self.ready(), "pools": pools}
 
     # -- requests ----------------------------------------------------------------------------
     async def handle(self, endpoint: str, body: dict[str, Any], request_id_header: str | None
@@ -125,12 +180,13 @@ class Gateway:
         handed_over = False
         try:
             await self.render.run(ctx)
+            ctx.options.check()
             await self.prefill.run(ctx)
             if ctx.stream:
                 opened = await self.responders.open_stream(ctx)
                 handed_over = True
                 return self._stream_result(opened)
-            result = await self.responders.batch(ctx)
+            result = await self.batch.respond(ctx)
             self._observe_batch(ctx, "ok")
             return result
         except RenderServiceError as exc:
@@ -158,8 +214,9 @@ class Gateway:
 
         async def released() -> AsyncIterator[bytes]:
             try:
-                async for chunk in body:
-                    yield chunk
+                async with aclosing(body) as chunks:  # type: ignore[type-var]
+                    async for chunk in chunks:
+                        yield chunk
             finally:
                 await close()
 

@@ -5,7 +5,9 @@ inter_token_latency_seconds, e2e_request_latency_seconds), measured at the gatew
 including render, prefill, KV handoff and derender. Phases (`phase` label):
   render     OpenAI body -> GenerateRequest
   prefill    the prefill leg (P/D only), retries included
-  kv_handoff prefill answered -> first decode event (KV pull + first decode step)
+  kv_handoff prefill answered -> first decode event (KV pull + first decode step); P/D only,
+             streaming or not (non-streaming P/D decodes are streamed from the engine for it),
+             except a non-streaming request asking for prompt_logprobs (a JSON decode)
   decode     decode request sent -> last engine event
   derender   engine output -> OpenAI chunks/response (summed over a stream's chunks)
 """
@@ -43,7 +45,8 @@ class GatewayMetrics:
         self.errors = Counter(p + "errors_total", "Failed requests or legs, by cause.", ["cause"])
         self.retries = Counter(p + "retries_total", "Legs sent again, by phase.", ["phase"])
         self.fallbacks = Counter(p + "recompute_fallbacks_total",
-                                 "P/D requests decoded without remote KV (prefill unavailable).")
+                                 "P/D legs decoded without remote KV (prefill unavailable, or a "
+                                 "decode retry that could not safely pull the prefill's KV).")
         self.aborts = Counter(p + "engine_aborts_total",
                               "abort_requests sent to engines, by reason.", ["reason"])
         self.in_flight = Gauge(p + "requests_in_flight", "Generation requests being served.")

@@ -5,6 +5,8 @@ in a row, or at once when a request finds it unreachable (passive check: no reas
 sending traffic to a refused port until the next poll). It returns on the first healthy poll,
 with its prefix memory cleared (a restarted engine has a cold cache). `outstanding` counts the
 legs this gateway has in flight on the engine; least_outstanding and prefix_aware read it.
+`choose` only picks; the stage calls `served` once the engine did compute the prompt, so a
+failed try does not make prefix-aware routing believe that engine holds the prefix.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from render_service.errors import ServiceUnavailableError
 from render_service.gateway.config import HealthSettings
 from render_service.gateway.engine_client import EngineClient
 from render_service.gateway.metrics import GATEWAY_METRICS
-from render_service.gateway.prefix_index import block_hashes
+from render_service.gateway.prefix_index import PromptBlocks
 from render_service.gateway.routing import RoutingPolicy
 
 __all__ = ["Engine", "EnginePool", "HealthChecker"]
@@ -52,17 +54,22 @@ class EnginePool:
     def healthy(self, exclude: Sequence[Engine] = ()) -> list[Engine]:
         return [e for e in self.engines if e.healthy and e not in exclude]
 
-    def choose(self, token_ids: Sequence[int], exclude: Sequence[Engine] = ()) -> Engine:
+    def choose(self, prompt: PromptBlocks, exclude: Sequence[Engine] = ()) -> Engine:
         """Pick an engine for a prompt; ServiceUnavailableError when none is healthy."""
         candidates = self.healthy(exclude)
         if not candidates:
             raise ServiceUnavailableError(f"no healthy {self.name} engine available")
-        keys = block_hashes(token_ids, self.block_size) if self.policy.name == "prefix_aware" else []
-        engine = self.policy.choose(candidates, keys)
+        engine = self.policy.choose(candidates, self._keys(prompt))
         assert isinstance(engine, Engine)
-        self.policy.record(engine, keys)
         GATEWAY_METRICS.engine_choices.labels(self.name, engine.url).inc()
         return engine
+
+    def served(self, engine: Engine, prompt: PromptBlocks) -> None:
+        """`engine` computed `prompt`: its blocks are now (probably) in that engine's cache."""
+        self.policy.record(engine, self._keys(prompt))
+
+    def _keys(self, prompt: PromptBlocks) -> list[int]:
+        return prompt.keys(self.block_size) if self.policy.name == "prefix_aware" else []
 
     @contextmanager
     def leased(self, engine: Engine) -> Iterator[Engine]:

@@ -1,20 +1,12 @@
-"""Decode results -> client responses: the derender step, streaming and not.
+"""Decode streams -> the SSE response a `vllm serve` client reads (batch: see batch.py).
 
-Streaming. `open_stream` starts every leg's engine stream and waits for the first event of
-each *before* the HTTP response starts, so anything that fails before a token exists (engine
-4xx, every retry exhausted, first-token deadline) is a plain HTTP error, like vLLM's own
-validation errors. After that, `sse()` yields serve-formatted chunks; a failure ends the
-stream with an OpenAI error event and `data: [DONE]`. Each engine event carries one choice;
-its `stream_state` is kept per (leg, choice index) and threaded through the in-process
-derenderer. When derender reports a stop-string match (`abort_engine_request`), that choice
-is done; once every choice of a leg is done the engine stream is closed, which aborts the
-engine request at once (stages.DecodeStage). Usage is counted here (tokens fed to derender
-up to each choice's end), so it is exact even when the engine was cut short.
-
-Non-streaming. Without stop strings: one JSON generate per leg, then batch derender. With stop
-strings the engine is streamed anyway (so a match can stop it early), the streaming derender
-is only used to find the match, and the collected tokens (cut at the matching chunk, finish
-"stop", stop_reason = the string) go through batch derender, which cuts the text exactly.
+`open_stream` starts every leg's engine stream and waits for the first event of each *before*
+the HTTP response starts, so anything that fails before a token exists (engine 4xx, every
+retry exhausted, first-token deadline) is a plain HTTP error, like vLLM's own validation
+errors. After that, `sse()` yields serve-formatted chunks (serve_format); a failure ends the
+stream with an OpenAI error event and `data: [DONE]`. The per-choice derender state, the stop
+strings and the early abort live in leg_stream; `ServeOptions` (echo, usage stats) and the
+system fingerprint are applied here, as vLLM's serving layer applies them.
 """
 
 from __future__ import annotations
@@ -24,67 +16,33 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from render_service.errors import EngineError, RenderServiceError
 from render_service.gateway.codec import Codec
 from render_service.gateway.context import Leg, RequestContext
+from render_service.gateway.leg_stream import ChoiceState, LegStream, StepDerenderer
 from render_service.gateway.metrics import GATEWAY_METRICS
+from render_service.gateway.reasoning_usage import ReasoningUsage
 from render_service.gateway.serve_format import (
+    ChunkExtras,
     StreamIdentity,
     chat_content_chunk,
+    chat_echo_chunk,
     chat_role_chunk,
     completion_chunk,
     completion_error_event,
+    running_usage,
     usage_chunk,
 )
+from render_service.gateway.serve_options import completion_prompts
 from render_service.gateway.sse import DONE_EVENT, encode_error_event, encode_event
 from render_service.gateway.stages import DecodeStage
 
-__all__ = ["Responders", "OpenStream"]
+__all__ = ["OpenStream", "Responders", "open_legs"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Choice:
-    stream_state: Any = None
-    tokens: int = 0
-    finished: bool = False
-    stop_hit: bool = False
-    prompt_ids_sent: bool = False
-    token_ids: list[int] = field(default_factory=list)
-    logprobs: list[Any] | None = None
-    finish_reason: str | None = None
-    stop_reason: Any = None
-
-
-@dataclass
-class _LegStream:
-    leg: Leg
-    events: AsyncIterator[dict[str, Any]]
-    first: dict[str, Any]
-    choices: list[_Choice]
-
-    async def iterate(self) -> AsyncIterator[dict[str, Any]]:
-        """The events; stops (closing the engine stream, which aborts it) once every choice is
-        done and one of them hit a stop string. Finished naturally: read on to [DONE]."""
-        event = self.first
-        while True:
-            yield event
-            if self.done() and any(c.stop_hit for c in self.choices):
-                self.leg.close_reason = "stop_string"
-                await self.events.aclose()  # type: ignore[attr-defined]
-                return
-            try:
-                event = await anext(self.events)
-            except StopAsyncIteration:
-                return
-
-    def done(self) -> bool:
-        return all(c.finished for c in self.choices)
 
 
 @dataclass
@@ -92,60 +50,64 @@ class OpenStream:
     """Engine streams whose first events arrived; `Responders.sse` turns them into bytes."""
 
     ctx: RequestContext
-    legs: list[_LegStream]
+    legs: list[LegStream]
+    reasoning: ReasoningUsage | None = None  # chat with a reasoning parser, usage shown
 
     async def aclose(self) -> None:
         for leg_stream in self.legs:
             await leg_stream.events.aclose()  # type: ignore[attr-defined]
 
 
+async def open_legs(decode: DecodeStage, ctx: RequestContext) -> OpenStream:
+    """Every leg's decode stream, each past its first event (or the first failure raised)."""
+    opened = await asyncio.gather(*(_open_leg(decode, ctx, leg) for leg in ctx.legs),
+                                  return_exceptions=True)
+    streams = [s for s in opened if isinstance(s, LegStream)]
+    errors = [e for e in opened if isinstance(e, BaseException)]
+    if errors:
+        for stream in streams:
+            stream.leg.close_reason = "sibling_failed"
+            await stream.events.aclose()  # type: ignore[attr-defined]
+        raise errors[0]
+    return OpenStream(ctx, streams)
+
+
+async def _open_leg(decode: DecodeStage, ctx: RequestContext, leg: Leg) -> LegStream:
+    events = decode.events(ctx, leg)
+    try:
+        first = await anext(events)
+    except StopAsyncIteration:
+        raise EngineError(f"engine ended request {leg.request_id} without output") from None
+    return LegStream(leg, events, first, [ChoiceState() for _ in range(leg.n)])
+
+
 class Responders:
-    def __init__(self, codec: Codec, decode: DecodeStage, executor: Executor,
-                 model_name: str) -> None:
+    def __init__(self, codec: Codec, decode: DecodeStage, model_name: str,
+                 system_fingerprint: str | None = None) -> None:
         self.codec = codec
         self.decode = decode
-        self.executor = executor
         self.model_name = model_name
+        self.system_fingerprint = system_fingerprint
+        self.steps = StepDerenderer(codec, model_name)
 
-    # -- streaming -------------------------------------------------------------------------
     async def open_stream(self, ctx: RequestContext) -> OpenStream:
-        opened = await asyncio.gather(*(self._open_leg(ctx, leg) for leg in ctx.legs),
-                                      return_exceptions=True)
-        streams = [s for s in opened if isinstance(s, _LegStream)]
-        errors = [e for e in opened if isinstance(e, BaseException)]
-        if errors:
-            for stream in streams:
-                stream.leg.close_reason = "sibling_failed"
-                await stream.events.aclose()  # type: ignore[attr-defined]
-            raise errors[0]
-        return OpenStream(ctx, streams)
-
-    async def _open_leg(self, ctx: RequestContext, leg: Leg) -> _LegStream:
-        events = self.decode.events(ctx, leg)
-        try:
-            first = await anext(events)
-        except StopAsyncIteration:
-            raise EngineError(f"engine ended request {leg.request_id} without output") from None
-        return _LegStream(leg, events, first, [_Choice() for _ in range(leg.n)])
+        return await open_legs(self.decode, ctx)
 
     async def sse(self, opened: OpenStream) -> AsyncIterator[bytes]:
         ctx = opened.ctx
         clock = _ClientClock(ctx)
         try:
-            if ctx.endpoint == "chat":
-                ident = self._identity(ctx, "chat.completion.chunk")
-                for index in range(ctx.legs[0].n):
-                    yield clock.sent(encode_event(chat_role_chunk(
-                        ident, index, ctx.legs[0].token_ids if _return_ids(ctx) else None)))
-            else:
-                ident = self._identity(ctx, "text_completion")
+            ident = self._identity(ctx)
+            self._count_reasoning(opened)
+            for chunk in self._opening_chunks(ctx, ident, opened.reasoning is not None):
+                yield clock.sent(encode_event(chunk))
             async with aclosing(_merged(opened.legs)) as merged:
                 async for leg_stream, event in merged:
                     chunk = self._stream_event(ctx, ident, leg_stream, event)
                     if chunk is not None:
                         yield clock.sent(encode_event(chunk))
-            if ctx.include_usage:
-                yield encode_event(self._usage(ctx, ident, opened))
+            if ctx.options.include_usage:
+                yield encode_event(self._usage(ident, opened))
             yield DONE_EVENT
             clock.finish("ok")
         except RenderServiceError as exc:
@@ -165,170 +127,124 @@ class Responders:
                     leg_stream.leg.close_reason = "client_gone"
             await opened.aclose()
 
+    def _opening_chunks(self, ctx: RequestContext, ident: StreamIdentity, counted: bool
+                        ) -> list[dict[str, Any]]:
+        """Chat: one role chunk per choice, then one echo chunk per choice (when echoing)."""
+        if ctx.endpoint != "chat":
+            return []
+        leg, options = ctx.legs[0], ctx.options
+        extras = ChunkExtras(running_usage(len(leg.token_ids), 0, chat=True,
+                                           reasoning_tokens=0 if counted else None)
+                             if options.continuous_usage else None)
+        prompt_ids = leg.token_ids if options.return_token_ids else None
+        chunks = [chat_role_chunk(ident, i, prompt_ids, role=options.response_role, extras=extras)
+                  for i in range(leg.n)]
+        if options.chat_echo:
+            chunks += [chat_echo_chunk(ident, i, options.chat_echo, extras=extras)
+                       for i in range(leg.n)]
+        return chunks
+
     def _error_event(self, ctx: RequestContext, message: str, error_type: str, status: int
                      ) -> bytes:
         if ctx.endpoint == "completion":
             return completion_error_event(message, error_type, status)
         return encode_error_event(message, error_type, status)
 
-    def _stream_event(self, ctx: RequestContext, ident: StreamIdentity, leg_stream: _LegStream,
+    def _stream_event(self, ctx: RequestContext, ident: StreamIdentity, leg_stream: LegStream,
                       event: dict[str, Any]) -> dict[str, Any] | None:
-        if not event.get("choices"):
+        found = leg_stream.choice(event)
+        if found is None:
             return None  # the engine's usage chunk: usage is counted here instead
-        engine_choice = event["choices"][0]
-        state = leg_stream.choices[engine_choice["index"]]
+        engine_choice, state = found
         if state.finished:
             return None  # tokens after a stop-string match, before the abort landed
-        out = self._derender_step(ctx, leg_stream.leg, event, state)
+        leg = leg_stream.leg
+        out = self.steps.step(ctx, leg, event, state)
+        if state.reasoning is not None:  # vLLM counts every step, sent or not
+            state.reasoning.step(
+                engine_choice.get("token_ids") or [],
+                finish_reason="stop" if state.stop_hit else engine_choice.get("finish_reason"),
+                stop_reason=state.stop_reason if state.stop_hit
+                else engine_choice.get("stop_reason"))
         if out is None:
             return None
-        leg = leg_stream.leg
+        extras = self._extras(ctx, leg, state, out)
+        options = ctx.options
         if ctx.endpoint == "chat":
             return chat_content_chunk(
                 ident, out, index=engine_choice["index"], has_parser=self.codec.has_parser,
-                return_token_ids=_return_ids(ctx),
-                had_tokens=bool(engine_choice.get("token_ids")))
-        prompt_ids = None
-        if _return_ids(ctx) and not state.prompt_ids_sent:
-            prompt_ids, state.prompt_ids_sent = leg.token_ids, True
+                return_token_ids=options.return_token_ids,
+                had_tokens=bool(engine_choice.get("token_ids")),
+                tool_parser=self.codec.tool_parser, extras=extras)
+        first, state.first_sent = not state.first_sent, True
+        echo = self._completion_echo(ctx, leg) if first and options.echo else ""
+        if options.echo_only:
+            out = {**out, "text": ""}
+        prompt_ids = leg.token_ids if first and (options.echo or options.return_token_ids) else None
         return completion_chunk(ident, out, index=leg.prompt_index * leg.n + engine_choice["index"],
-                                prompt_token_ids=prompt_ids, return_token_ids=_return_ids(ctx))
+                                prompt_token_ids=prompt_ids,
+                                return_token_ids=options.return_token_ids, echo=echo, extras=extras)
 
-    def _derender_step(self, ctx: RequestContext, leg: Leg, event: dict[str, Any],
-                       state: _Choice) -> dict[str, Any] | None:
-        """Feed one engine event to the streaming derenderer; return the derendered choice."""
-        engine_choice = event["choices"][0]
-        state.tokens += len(engine_choice.get("token_ids") or [])
-        body: dict[str, Any] = {"stream": True, "model": self.model_name, "generate_chunk": event,
-                                "stream_state": state.stream_state, "prompt_tokens": len(leg.token_ids)}
-        if state.stream_state is None:
-            # Only the first step needs the request and prompt: the state carries what they
-            # settle (derender_api contract), and re-validating them per chunk costs ~0.4 ms.
-            body["prompt_token_ids"] = leg.token_ids
-            body["chat_request" if ctx.endpoint == "chat" else "completion_request"] = ctx.body
-        started = time.perf_counter()
-        if ctx.endpoint == "chat":
-            result = self.codec.derender_chat(body)
-        else:
-            result = self.codec.derender_completion(body)
-        ctx.add_phase("derender", time.perf_counter() - started)
-        state.stream_state = result.get("stream_state")
-        choices = (result.get("chunk") or {}).get("choices") or []
-        out = choices[0] if choices else None
-        state.stop_hit = bool(result.get("abort_engine_request"))
-        if state.stop_hit or engine_choice.get("finish_reason") is not None or (
-                out is not None and out.get("finish_reason") is not None):
-            state.finished = True
-            state.finish_reason = (out or {}).get("finish_reason") or engine_choice.get("finish_reason")
-            state.stop_reason = (out or {}).get("stop_reason")
-        return out
+    def _extras(self, ctx: RequestContext, leg: Leg, state: ChoiceState, out: dict[str, Any]
+                ) -> ChunkExtras:
+        options = ctx.options
+        reasoning = state.reasoning.count if state.reasoning is not None else None
+        usage = (running_usage(len(leg.token_ids), state.tokens, chat=ctx.endpoint == "chat",
+                               reasoning_tokens=reasoning)
+                 if options.continuous_usage else None)
+        terminal = out.get("finish_reason") is not None
+        fingerprint = self.system_fingerprint if terminal and not options.include_usage else None
+        return ChunkExtras(usage, fingerprint)
 
-    def _usage(self, ctx: RequestContext, ident: StreamIdentity, opened: OpenStream
-               ) -> dict[str, Any]:
+    def _completion_echo(self, ctx: RequestContext, leg: Leg) -> str:
+        if ctx.options.return_token_ids:
+            return ""  # vLLM: echo with return_token_ids sends the ids, not the text
+        return completion_prompt_text(self.codec, ctx, leg)
+
+    def _usage(self, ident: StreamIdentity, opened: OpenStream) -> dict[str, Any]:
         prompt = sum(len(s.leg.token_ids) for s in opened.legs)
-        completion = sum(c.tokens for s in opened.legs for c in s.choices)
-        return usage_chunk(ident, prompt, completion)
+        choices = [c for s in opened.legs for c in s.choices]
+        completion = sum(c.tokens for c in choices)
+        reasoning = (sum(c.reasoning.count for c in choices if c.reasoning is not None)
+                     if opened.reasoning is not None else None)
+        return usage_chunk(ident, prompt, completion, self.system_fingerprint,
+                           reasoning_tokens=reasoning)
 
-    def _identity(self, ctx: RequestContext, obj: str) -> StreamIdentity:
+    def _count_reasoning(self, opened: OpenStream) -> None:
+        """Give each chat choice its reasoning-token count when a usage will show it."""
+        ctx = opened.ctx
+        shown = ctx.options.include_usage or ctx.options.continuous_usage
+        if ctx.endpoint != "chat" or not shown:
+            return  # vLLM counts in chat only; without a usage nobody sees the count
+        opened.reasoning = usage = self.codec.reasoning_usage(ctx.body)
+        if usage is None:
+            return
+        for leg_stream in opened.legs:
+            for choice in leg_stream.choices:
+                choice.reasoning = usage.choice(leg_stream.leg.rendered, ctx.stop_strings)
+
+    def _identity(self, ctx: RequestContext) -> StreamIdentity:
+        obj = "chat.completion.chunk" if ctx.endpoint == "chat" else "text_completion"
         return StreamIdentity(ctx.response_id(), ctx.created, self.model_name, obj)
 
-    # -- non-streaming ---------------------------------------------------------------------
-    async def batch(self, ctx: RequestContext) -> dict[str, Any]:
-        if ctx.stop_strings:
-            responses = await self._collect_with_stops(ctx)
-        else:
-            responses = list(await asyncio.gather(*(self.decode.complete(ctx, leg)
-                                                    for leg in ctx.legs)))
-        started = time.perf_counter()
-        loop = asyncio.get_running_loop()
-        result = await loop.run_in_executor(self.executor, self._derender_batch, ctx, responses)
-        ctx.add_phase("derender", time.perf_counter() - started)
-        result["id"] = ctx.response_id()
-        result["created"] = ctx.created
-        return result
 
-    def _derender_batch(self, ctx: RequestContext, responses: list[dict[str, Any]]
-                        ) -> dict[str, Any]:
-        if ctx.endpoint == "chat":
-            leg = ctx.legs[0]
-            return self.codec.derender_chat({
-                "model": self.model_name, "generate_response": responses[0],
-                "prompt_tokens": len(leg.token_ids), "prompt_token_ids": leg.token_ids,
-                "chat_request": ctx.body})
-        return self.codec.derender_completion({
-            "model": self.model_name, "generate_responses": responses,
-            "prompt_tokens": [len(leg.token_ids) for leg in ctx.legs],
-            "prompt_token_ids": [leg.token_ids for leg in ctx.legs],
-            "completion_request": ctx.body})
-
-    async def _collect_with_stops(self, ctx: RequestContext) -> list[dict[str, Any]]:
-        opened = await self.open_stream(ctx)
-        try:
-            return list(await asyncio.gather(*(self._collect_leg(ctx, s) for s in opened.legs)))
-        finally:
-            await opened.aclose()
-
-    async def _collect_leg(self, ctx: RequestContext, leg_stream: _LegStream) -> dict[str, Any]:
-        request_id = leg_stream.first.get("request_id")
-        async with aclosing(leg_stream.iterate()) as events:
-            async for event in events:
-                self._collect_event(ctx, leg_stream, event)
-                request_id = event.get("request_id", request_id)
-        return _collected_response(leg_stream, str(request_id))
-
-    def _collect_event(self, ctx: RequestContext, leg_stream: _LegStream, event: dict[str, Any]
-                       ) -> None:
-        if not event.get("choices"):
-            return
-        engine_choice = event["choices"][0]
-        state = leg_stream.choices[engine_choice["index"]]
-        if state.finished:
-            return
-        state.token_ids.extend(engine_choice.get("token_ids") or [])
-        content = (engine_choice.get("logprobs") or {}).get("content")
-        if content is not None:
-            state.logprobs = state.logprobs if state.logprobs is not None else []
-            state.logprobs.extend(content)
-        self._derender_step(ctx, leg_stream.leg, event, state)
-        if state.finished and not state.stop_hit:
-            state.finish_reason = engine_choice.get("finish_reason")
-            state.stop_reason = engine_choice.get("stop_reason")
+def completion_prompt_text(codec: Codec, ctx: RequestContext, leg: Leg) -> str:
+    """What completions `echo` shows for a leg's prompt: the text as sent, else decoded ids."""
+    prompts = completion_prompts(ctx.body)
+    prompt = prompts[leg.prompt_index] if leg.prompt_index < len(prompts) else leg.token_ids
+    return prompt if isinstance(prompt, str) else codec.prompt_text(leg.token_ids)
 
 
-def _collected_response(leg_stream: _LegStream, request_id: str) -> dict[str, Any]:
-    """A GenerateTokensResponse assembled from streamed events (what batch derender reads)."""
-    choices = []
-    for index, c in enumerate(leg_stream.choices):
-        finish = "stop" if c.stop_hit else c.finish_reason
-        choices.append({"index": index, "finish_reason": finish, "stop_reason": c.stop_reason,
-                        "token_ids": c.token_ids, "routed_experts": None, "sampling_mask": None,
-                        "weight_versions": None,
-                        "logprobs": None if c.logprobs is None else {"content": c.logprobs}})
-    prompt = len(leg_stream.leg.token_ids)
-    completion = sum(len(c.token_ids) for c in leg_stream.choices)
-    return {"request_id": request_id, "model": None, "created": 0,
-            "usage": {"prompt_tokens": prompt, "total_tokens": prompt + completion,
-                      "completion_tokens": completion, "prompt_tokens_details": None,
-                      "completion_tokens_details": None},
-            "prompt_logprobs": None, "prompt_token_id_logprobs": None,
-            "kv_transfer_params": None, "ec_transfer_params": None, "output_mode": "tokens",
-            "choices": choices}
-
-
-def _return_ids(ctx: RequestContext) -> bool:
-    return bool(ctx.body.get("return_token_ids"))
-
-
-async def _merged(legs: list[_LegStream]) -> AsyncIterator[tuple[_LegStream, dict[str, Any]]]:
+async def _merged(legs: list[LegStream]) -> AsyncIterator[tuple[LegStream, dict[str, Any]]]:
     """Events of every leg as they come; one leg is iterated directly (the common case)."""
     if len(legs) == 1:
         async with aclosing(legs[0].iterate()) as events:
             async for event in events:
                 yield legs[0], event
         return
-    queue: asyncio.Queue[tuple[_LegStream | None, Any]] = asyncio.Queue()
+    queue: asyncio.Queue[tuple[LegStream | None, Any]] = asyncio.Queue()
 
-    async def pump(leg_stream: _LegStream) -> None:
+    async def pump(leg_stream: LegStream) -> None:
         try:
             async with aclosing(leg_stream.iterate()) as events:
                 async for event in events:

@@ -5,13 +5,22 @@
                   code path). max_tokens=1, non-streaming, kv_transfer_params do_remote_decode;
                   a failed try goes to another prefill engine; with none left the leg decodes
                   without remote KV (the decode engine recomputes the prompt).
-    DecodeStage   `complete(leg)` (non-streaming) or `events(leg)` (SSE events); a failure
-                  before the first event is retried on another engine (no token reached the
-                  client, so it is safe), after it the error propagates to the responder.
+    DecodeStage   `complete(leg)` (JSON) or `events(leg)` (SSE events); a failure before the
+                  first event (or a JSON answer) is retried on another engine (no token reached
+                  the client, so it is safe), after it the error propagates to the responder.
+                  Not retried: a JSON decode that ran past its whole-request deadline
+                  (`timeouts.request_s`), engine 4xx, and an engine refusing our credentials.
+                  In P/D, a retry reuses the prefill's kv_transfer_params only when the failed
+                  try never reached its engine; otherwise it recomputes (`_prepare_retry`).
 
 Every engine request that does not finish cleanly (failure, deadline, cancellation by a
 client hang-up, or a consumer closing the stream after a stop string) is aborted through
-the `Aborter` in the background, so nothing leaks on the engines.
+the `Aborter` in the background, so nothing leaks on the engines. In P/D, aborting the
+*prefill* request after it answered does nothing (vLLM 0.33 already finished it; its KV
+blocks stay on the prefill engine until a decoder has pulled them or the NIXL
+`kv_lease_duration`, 30 s by default, expires). What frees them early is aborting the
+*decode* request while it still waits to be scheduled: its engine then tells the prefill
+engine to release the blocks.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from concurrent.futures import Executor
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,11 +39,17 @@ from render_service.gateway.codec import Codec
 from render_service.gateway.config import Timeouts
 from render_service.gateway.context import Leg, RequestContext, engine_body, prefill_body
 from render_service.gateway.engine_client import engine_request_id
-from render_service.gateway.errors import EngineUnavailableError, is_retryable
+from render_service.gateway.errors import (
+    EngineUnavailableError,
+    RequestDeadlineError,
+    is_retryable,
+    never_reached_engine,
+)
 from render_service.gateway.metrics import GATEWAY_METRICS
 from render_service.gateway.pool import Engine, EnginePool
+from render_service.mm.fetch import MediaFetcher
 
-__all__ = ["Aborter", "RenderStage", "PrefillStage", "DecodeStage"]
+__all__ = ["Aborter", "DecodeStage", "PrefillStage", "RenderStage"]
 
 log = logging.getLogger(__name__)
 
@@ -57,16 +73,21 @@ class Aborter:
 
 
 class RenderStage:
-    def __init__(self, codec: Codec, executor: Executor) -> None:
+    """Fetch the request's http(s) images (async, here), then render on the executor (sans-IO)."""
+
+    def __init__(self, codec: Codec, executor: Executor,
+                 fetcher: MediaFetcher | None = None) -> None:
         self.codec = codec
         self.executor = executor
+        self.fetcher = fetcher
 
     async def run(self, ctx: RequestContext) -> None:
         started = time.perf_counter()
         loop = asyncio.get_running_loop()
         if ctx.endpoint == "chat":
+            fetched = await self.fetcher.fetch(ctx.body) if self.fetcher is not None else {}
             rendered = [await loop.run_in_executor(
-                self.executor, self.codec.render_chat, ctx.body, ctx.request_id_header)]
+                self.executor, self.codec.render_chat, ctx.body, ctx.request_id_header, fetched)]
         else:
             rendered = await loop.run_in_executor(
                 self.executor, self.codec.render_completion, ctx.body, ctx.request_id_header)
@@ -89,7 +110,7 @@ class _Attempts:
     def choose(self, leg: Leg) -> Engine:
         # Prefer engines not tried yet; if every healthy one failed once, allow a second try.
         exclude = self.tried if self.pool.healthy(self.tried) else []
-        return self.pool.choose(leg.token_ids, exclude=exclude)
+        return self.pool.choose(leg.blocks, exclude=exclude)
 
     def failed(self, engine: Engine, exc: RenderServiceError) -> bool:
         """Record a failed try; True if another try is allowed."""
@@ -136,7 +157,7 @@ class PrefillStage:
                 if is_retryable(exc):
                     return self._recompute(leg, f"prefill failed: {exc.message}")
                 raise
-            leg.prefill_engine, leg.prefill_request_id = engine, leg.request_id
+            pool.served(engine, leg.blocks)
             leg.kv_transfer_params = response.get("kv_transfer_params")
             leg.prefill_done_at = time.perf_counter()
             if not leg.kv_transfer_params:
@@ -146,18 +167,23 @@ class PrefillStage:
 
     async def _one_prefill(self, engine: Engine, pool: EnginePool, body: dict[str, Any]
                            ) -> dict[str, Any]:
-        finished = False
+        running = True  # on the engine, as far as we know
         try:
             with pool.leased(engine):
                 async with asyncio.timeout(self.timeouts.prefill_s):
                     response = await engine.client.generate(body, timeout_s=self.timeouts.prefill_s)
-            finished = True
+            running = False
             return response
         except TimeoutError as exc:
             raise EngineTimeoutError(
                 f"prefill on {engine.url} took longer than {self.timeouts.prefill_s:g} s") from exc
+        except RenderServiceError as exc:
+            running = not never_reached_engine(exc)
+            raise
         finally:
-            if not finished and engine.healthy:
+            # Still running on the engine (deadline or hang-up): abort it. Once it has answered,
+            # an abort is a no-op in vLLM (the request is finished; its KV waits on the lease).
+            if running and engine.healthy:
                 self.aborter.schedule(engine, body["request_id"], "prefill_unfinished")
 
     def _recompute(self, leg: Leg, why: str) -> None:
@@ -168,11 +194,12 @@ class PrefillStage:
 
 class DecodeStage:
     def __init__(self, pool: EnginePool, timeouts: Timeouts, max_retries: int,
-                 aborter: Aborter) -> None:
+                 aborter: Aborter, kv_lease_s: float = 30.0) -> None:
         self.pool = pool
         self.timeouts = timeouts
         self.max_retries = max_retries
         self.aborter = aborter
+        self.kv_lease_s = kv_lease_s
 
     # -- non-streaming -----------------------------------------------------------------
     async def complete(self, ctx: RequestContext, leg: Leg) -> dict[str, Any]:
@@ -180,52 +207,63 @@ class DecodeStage:
         while True:
             engine = attempts.choose(leg)
             try:
-                return await self._one_complete(ctx, leg, engine)
+                response = await self._one_complete(ctx, leg, engine)
             except RenderServiceError as exc:
-                self._after_failure(leg)
-                if not attempts.failed(engine, exc):
+                retry = attempts.failed(engine, exc)
+                if not retry:
                     raise
+                self._prepare_retry(leg, exc)
+                continue
+            self.pool.served(engine, leg.blocks)
+            return response
 
     async def _one_complete(self, ctx: RequestContext, leg: Leg, engine: Engine) -> dict[str, Any]:
         request_id = leg.attempt_request_id()
         leg.attempts += 1
-        leg.decode_engine = engine
         body = engine_body(leg, stream=False, request_id=request_id)
-        started, finished = time.perf_counter(), False
+        started, running = time.perf_counter(), True
         try:
             with self.pool.leased(engine):
                 async with asyncio.timeout(self.timeouts.request_s):
                     response = await engine.client.generate(body, timeout_s=self.timeouts.request_s)
-            finished = True
-        except TimeoutError as exc:
-            raise EngineTimeoutError(
+            running = False
+        except (TimeoutError, EngineTimeoutError) as exc:
+            # The whole-request deadline (ours or httpx's read timeout, both request_s).
+            raise RequestDeadlineError(
                 f"decode on {engine.url} took longer than {self.timeouts.request_s:g} s") from exc
+        except RenderServiceError as exc:
+            running = not never_reached_engine(exc)
+            raise
         finally:
-            if not finished and engine.healthy:
+            if running and engine.healthy:
                 self.aborter.schedule(engine, request_id, "decode_unfinished")
         _observe(ctx, "decode", time.perf_counter() - started)
         return response
 
     # -- streaming -----------------------------------------------------------------------
     async def events(self, ctx: RequestContext, leg: Leg) -> AsyncIterator[dict[str, Any]]:
-        """Engine SSE events of one leg; retried on another engine until the first event."""
+        """Engine SSE events of one leg; retried on another engine until the first event.
+
+        Close it (aclose) to stop early: the engine request is aborted and the engine's
+        load count released before aclose returns (every inner generator is closed
+        explicitly, not left to the garbage collector)."""
         attempts = _Attempts(self.pool, self.max_retries, "decode")
         while True:
             engine = attempts.choose(leg)
             outcome = _StreamOutcome()
-            async for event in self._one_stream(ctx, leg, engine, outcome):
-                yield event
+            async with aclosing(self._one_stream(ctx, leg, engine, outcome)) as stream:
+                async for event in stream:
+                    yield event
             if outcome.error is None:
                 return
-            self._after_failure(leg)
             if outcome.started or not attempts.failed(engine, outcome.error):
                 raise outcome.error
+            self._prepare_retry(leg, outcome.error)
 
     async def _one_stream(self, ctx: RequestContext, leg: Leg, engine: Engine,
                           outcome: _StreamOutcome) -> AsyncIterator[dict[str, Any]]:
         request_id = leg.attempt_request_id()
         leg.attempts += 1
-        leg.decode_engine = engine
         leg.close_reason = "client_gone"
         stream = engine.client.stream(engine_body(leg, stream=True, request_id=request_id))
         started, finished = time.perf_counter(), False
@@ -240,19 +278,19 @@ class DecodeStage:
                         break
                     if not outcome.started:
                         outcome.started = True
-                        self._first_event(ctx, leg)
+                        self._first_event(ctx, leg, engine)
                     deadline = self.timeouts.inter_token_s
                     yield event
         except RenderServiceError as exc:
-            if outcome.started:
-                leg.close_reason = f"decode_{_cause(exc)}"
-                if isinstance(exc, EngineUnavailableError):
-                    self.pool.mark_unreachable(engine, exc.message)
-                GATEWAY_METRICS.errors.labels(f"decode_{_cause(exc)}").inc()
-                self._after_failure(leg)
-                raise
             leg.close_reason = f"decode_{_cause(exc)}"
-            outcome.error = exc
+            finished = never_reached_engine(exc)  # nothing to abort
+            if not outcome.started:
+                outcome.error = exc  # events() decides: retry, or raise before any output
+                return
+            if isinstance(exc, EngineUnavailableError):
+                self.pool.mark_unreachable(engine, exc.message)
+            GATEWAY_METRICS.errors.labels(f"decode_{_cause(exc)}").inc()
+            raise
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
             if not finished and engine.healthy:
@@ -260,18 +298,40 @@ class DecodeStage:
             if outcome.started:
                 _observe(ctx, "decode", time.perf_counter() - started)
 
-    def _first_event(self, ctx: RequestContext, leg: Leg) -> None:
+    def _first_event(self, ctx: RequestContext, leg: Leg, engine: Engine) -> None:
+        self.pool.served(engine, leg.blocks)
         if leg.prefill_done_at is not None:
             _observe(ctx, "kv_handoff", time.perf_counter() - leg.prefill_done_at)
 
-    def _after_failure(self, leg: Leg) -> None:
-        """A decode try failed: free the prefill's KV (where the engine can) and stop using it."""
-        if leg.prefill_engine is not None and leg.prefill_request_id is not None:
-            self.aborter.schedule(leg.prefill_engine, leg.prefill_request_id, "decode_failed")
-            leg.prefill_engine = leg.prefill_request_id = None
-        # The KV may be half pulled or already released; the next try recomputes the prompt.
+    # -- P/D retries ---------------------------------------------------------------------
+    def _prepare_retry(self, leg: Leg, exc: RenderServiceError) -> None:
+        """Decide whether the next decode try may pull the prefill's KV again.
+
+        vLLM's NIXL prefill engine keeps a finished prefill's blocks until a decoder reports
+        it has read them, or until `kv_lease_duration` (30 s) passes; a decode request
+        aborted before it was scheduled also releases them. After that the block ids may
+        hold another request's KV, and a pull reads it without any error (vLLM only logs
+        "Potentially invalid KV blocks" on the prefill side). So the same kv_transfer_params
+        are sent again only when the failed try provably never reached its engine (connect
+        refused / timed out) and the lease is young; otherwise the retry recomputes the
+        prompt on the decode engine (no remote KV).
+        """
+        if leg.kv_transfer_params is None:
+            return
+        if never_reached_engine(exc) and self._lease_fresh(leg):
+            log.info("decode %s retried with the same KV (the failed engine never got it)",
+                     leg.request_id)
+            return
+        log.warning("decode %s retried without remote KV (the prefill's blocks may be "
+                    "released): %s", leg.request_id, exc.message)
+        GATEWAY_METRICS.fallbacks.inc()
         leg.kv_transfer_params = None
         leg.prefill_done_at = None
+
+    def _lease_fresh(self, leg: Leg) -> bool:
+        # Half the lease: the retry still has to reach the engine and start the pull.
+        return (leg.prefill_done_at is not None
+                and time.perf_counter() - leg.prefill_done_at < self.kv_lease_s / 2)
 
 
 @dataclass
@@ -294,8 +354,11 @@ async def _next_within(stream: AsyncIterator[dict[str, Any]], deadline_s: float,
 def _cause(exc: RenderServiceError) -> str:
     return {
         "EngineUnavailableError": "unavailable",
+        "EngineUnreachableError": "unavailable",
         "EngineFailedError": "engine_error",
+        "EngineAuthError": "engine_auth",
         "EngineTimeoutError": "timeout",
+        "RequestDeadlineError": "deadline",
         "EngineRejectedError": "rejected",
     }.get(type(exc).__name__, "other")
 
@@ -303,4 +366,3 @@ def _cause(exc: RenderServiceError) -> str:
 def _observe(ctx: RequestContext, phase: str, seconds: float) -> None:
     ctx.add_phase(phase, seconds)
     GATEWAY_METRICS.phase.labels(phase).observe(seconds)
-

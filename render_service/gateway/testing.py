@@ -1,7 +1,8 @@
 """ScriptedEngine: an in-memory EngineClient for unit tests (no GPU, no sockets, no vLLM).
 
 It answers like a vLLM 0.33 tokens-only engine (`GenerateTokensResponse` / stream events of one
-choice each, `[DONE]` implied by the iterator ending) and can be told to misbehave:
+choice each, `[DONE]` implied by the iterator ending; JSON answers carry `prompt_logprobs` when
+the sampling params ask, streams never do) and can be told to misbehave:
 
     engine = ScriptedEngine("http://p0", tokens=[11, 12, 13])   # then EOS, finish "stop"
     engine.faults.append(Fault.status(500))      # next call answers HTTP 500
@@ -14,23 +15,39 @@ choice each, `[DONE]` implied by the iterator ending) and can be told to misbeha
 Everything it saw is recorded (`calls`, `aborts`), and `live` holds the engine request ids
 still running, so tests can assert that nothing leaked. An abort of a live stream ends it the
 way vLLM does: one last event with `finish_reason: "abort"`.
+
+`scripted_transport(engines, api_key=...)` puts scripted engines behind HTTP (an
+`httpx.MockTransport` for the gateway's real `HttpEngineClient`), with vLLM's `--api-key`
+check on the /inference paths. Faults are not translated to HTTP there; use it for the happy
+path of the HTTP client (headers, bodies, SSE framing).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
-from render_service.gateway.engine_client import EngineClient, engine_request_id
+import httpx
+import orjson
+
+from render_service.gateway.engine_client import (
+    ABORT_PATH,
+    GENERATE_PATH,
+    HEALTH_PATH,
+    EngineClient,
+    engine_request_id,
+)
 from render_service.gateway.errors import (
     EngineFailedError,
     EngineUnavailableError,
+    EngineUnreachableError,
     error_from_status,
 )
 
-__all__ = ["ScriptedEngine", "Fault", "EOS_ID", "Call"]
+__all__ = ["ScriptedEngine", "Fault", "EOS_ID", "Call", "scripted_transport"]
 
 EOS_ID = 151645  # Qwen3 <|im_end|>
 
@@ -46,6 +63,7 @@ class Fault:
 
     @classmethod
     def unreachable(cls) -> Fault:
+        """Connection refused: the request never reaches the engine."""
         return cls("unreachable")
 
     @classmethod
@@ -112,8 +130,9 @@ class ScriptedEngine(EngineClient):
             await asyncio.Event().wait()
         self.live.add(rid)
         try:
-            async for event in self._events(body, rid, fault):
-                yield event
+            async with aclosing(self._events(body, rid, fault)) as events:
+                async for event in events:
+                    yield event
         finally:
             self.live.discard(rid)
 
@@ -135,7 +154,7 @@ class ScriptedEngine(EngineClient):
                               "code": fault.arg}}
             raise error_from_status(fault.arg, body, f"engine {self.url}")
         if fault.kind == "unreachable":
-            raise EngineUnavailableError(f"engine {self.url} unreachable: scripted")
+            raise EngineUnreachableError(f"engine {self.url} unreachable: scripted")
         return fault
 
     def _script(self, body: dict[str, Any], index: int) -> list[int]:
@@ -192,9 +211,18 @@ class ScriptedEngine(EngineClient):
                   "remote_block_ids": [[1, 2]], "remote_request_id": rid, "remote_host": "127.0.0.1",
                   "remote_port": 5600, "tp_size": 1}
         return {"request_id": rid, "model": "scripted", "created": 0,
-                "usage": _usage(body, completion), "prompt_logprobs": None,
+                "usage": _usage(body, completion), "prompt_logprobs": _prompt_logprobs(body),
                 "prompt_token_id_logprobs": None, "kv_transfer_params": kv,
                 "ec_transfer_params": None, "output_mode": "tokens", "choices": choices}
+
+
+def _prompt_logprobs(body: dict[str, Any]) -> list[Any] | None:
+    """Like vLLM's JSON answer when sampling_params.prompt_logprobs is set (streams have none):
+    null for the first prompt token, then {token id: Logprob} per token."""
+    if (body.get("sampling_params") or {}).get("prompt_logprobs") is None:
+        return None
+    return [None] + [{str(t): {"logprob": -1.0, "rank": 1, "decoded_token": None}}
+                     for t in body["token_ids"][1:]]
 
 
 def _n(body: dict[str, Any]) -> int:
@@ -221,3 +249,36 @@ def _choice(index: int, token_ids: list[int], finish: str | None) -> dict[str, A
 
 def _event(rid: str, choice: dict[str, Any]) -> dict[str, Any]:
     return {"request_id": rid, "usage": None, "output_mode": "tokens", "choices": [choice]}
+
+
+def scripted_transport(engines: Mapping[str, ScriptedEngine], *, api_key: str | None = None
+                       ) -> httpx.MockTransport:
+    """Scripted engines behind HTTP, keyed by base URL, answering like vLLM --tokens-only."""
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        engine = engines[f"{request.url.scheme}://{request.url.netloc.decode()}"]
+        path = request.url.path
+        if api_key is not None and path.startswith("/inference") and (
+                request.headers.get("authorization") != f"Bearer {api_key}"):
+            return httpx.Response(401, json={"error": "Unauthorized"})  # vLLM's exact answer
+        if path == HEALTH_PATH:
+            return httpx.Response(200 if await engine.check_health(timeout_s=1) else 503)
+        body = orjson.loads(request.content)
+        if path == ABORT_PATH:
+            await engine.abort(body["request_ids"])
+            return httpx.Response(200)
+        if path != GENERATE_PATH:
+            return httpx.Response(404)
+        if body.get("stream"):
+            return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                                  content=_sse_bytes(engine.stream(body)))
+        return httpx.Response(200, json=await engine.generate(body, timeout_s=60))
+
+    return httpx.MockTransport(handle)
+
+
+async def _sse_bytes(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
+    async with aclosing(events) as stream:  # type: ignore[type-var]
+        async for event in stream:
+            yield b"data: " + orjson.dumps(event) + b"\n\n"
+    yield b"data: [DONE]\n\n"

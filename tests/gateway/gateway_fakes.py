@@ -35,8 +35,15 @@ def _cut(text: str, stops: list[str]) -> tuple[str, str | None]:
 
 class FakeCodec:
     has_parser = False
+    accepts_images = False
+    fingerprint = "0123456789abcdef"
+    tool_parser = None
 
-    def render_chat(self, body: dict[str, Any], request_id_header: str | None) -> dict[str, Any]:
+    def reasoning_usage(self, chat_body: dict[str, Any]) -> None:
+        return None  # no reasoning parser: usage details stay null
+
+    def render_chat(self, body: dict[str, Any], request_id_header: str | None,
+                    fetched_media: Any = None) -> dict[str, Any]:
         prompt = "".join(str(m.get("content", "")) for m in body["messages"])
         return self._request("chatcmpl-", prompt, body, request_id_header)
 
@@ -50,19 +57,28 @@ class FakeCodec:
             out.append(self._request("", prompt, body, None) | {"request_id": rid})
         return out
 
-    def _request(self, prefix: str, prompt: str, body: dict[str, Any], header: str | None
+    def _request(self, prefix: str, prompt: str | list[int], body: dict[str, Any], header: str | None
                  ) -> dict[str, Any]:
         rid = header or body.get("request_id") or f"fake{next(_ids)}"
-        sampling = {"max_tokens": body.get("max_tokens", 64), "n": body.get("n", 1),
+        max_tokens = body.get("max_tokens", 64)
+        if body.get("echo") and max_tokens == 0:
+            max_tokens = 1  # vLLM: echo without generation still runs one step
+        sampling = {"max_tokens": max_tokens, "n": body.get("n", 1),
                     "stop": body.get("stop") or [], "min_tokens": 0, "output_kind": 2}
         if body.get("vllm_xargs"):
             sampling["extra_args"] = dict(body["vllm_xargs"])
-        return {"request_id": prefix + rid, "token_ids": ids_of(prompt) or [1],
+        if body.get("prompt_logprobs") is not None:
+            sampling["prompt_logprobs"] = body["prompt_logprobs"]
+        token_ids = list(prompt) if isinstance(prompt, list) else ids_of(prompt)
+        return {"request_id": prefix + rid, "token_ids": token_ids or [1],
                 "sampling_params": sampling, "model": body.get("model"), "stream": bool(body.get("stream")),
                 "stream_options": body.get("stream_options"), "kv_transfer_params": None}
 
     def models(self) -> dict[str, Any]:
         return {"object": "list", "data": [{"id": MODEL, "object": "model"}]}
+
+    def prompt_text(self, token_ids: list[int]) -> str:
+        return text_of(token_ids)
 
     # -- derender ---------------------------------------------------------------------------
     def derender_chat(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -76,7 +92,8 @@ class FakeCodec:
                             "logprobs": None, "finish_reason": c["finish_reason"],
                             "stop_reason": stop or c["stop_reason"]})
         return {"id": response["request_id"], "object": "chat.completion", "created": 1,
-                "model": body["model"], "choices": choices, "usage": self._usage(body, response)}
+                "model": body["model"], "choices": choices, "usage": self._usage(body, response),
+                "prompt_logprobs": response.get("prompt_logprobs")}
 
     def derender_completion(self, body: dict[str, Any]) -> dict[str, Any]:
         if body.get("stream"):

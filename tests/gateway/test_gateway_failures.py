@@ -146,18 +146,75 @@ async def test_prefill_pool_down_decodes_alone() -> None:
     assert metric("render_service_gateway_recompute_fallbacks_total") == before + 2
 
 
-async def test_failed_decode_in_pd_aborts_prefill_and_recomputes() -> None:
-    """Decode fails before a token: the prefill request is aborted, the retry drops the KV."""
+async def test_pd_decode_unreachable_retries_with_the_same_kv() -> None:
+    """The decode engine refuses the connection: the request never reached it, so the prefill's
+    KV is still leased to it on the prefill engine; the retry pulls the same kv_transfer_params."""
     engines = fake_engines("http://p0", "http://d0", "http://d1", tokens=ids_of("y"))
-    engines["http://d0"].faults.append(Fault.status(500))
+    engines["http://d0"].faults.append(Fault.unreachable())
     async with running_gateway(engines, prefill=("http://p0",), decode=("http://d0", "http://d1"),
                                decode_routing="round_robin") as h:
         response = await h.client.post("/v1/chat/completions", json=chat(stream=True, request_id="pf"))
         await h.settle()
     assert response.status_code == 200
-    assert engines["http://p0"].aborts == ["generate-tokens-chatcmpl-pf"]
+    (refused,) = engines["http://d0"].calls
+    (retry,) = engines["http://d1"].calls
+    prefilled = await engines["http://p0"].generate(engines["http://p0"].calls[0].body, timeout_s=1)
+    assert retry.body["kv_transfer_params"] == refused.body["kv_transfer_params"]
+    assert retry.body["kv_transfer_params"] == prefilled["kv_transfer_params"]
+    # No abort anywhere: the prefill already finished (abort is a no-op there) and d0 never
+    # saw its request.
+    assert engines["http://p0"].aborts == [] and engines["http://d0"].aborts == []
+
+
+async def test_pd_decode_failed_on_the_engine_retries_without_kv() -> None:
+    """A decode engine that got the request and failed (500) may have pulled the KV and freed
+    it on the prefill engine; pulling those block ids again could read another request's KV,
+    so the retry recomputes. The failed decode request is aborted; the prefill one is not."""
+    engines = fake_engines("http://p0", "http://d0", "http://d1", tokens=ids_of("y"))
+    engines["http://d0"].faults.append(Fault.status(500))
+    before = metric("render_service_gateway_recompute_fallbacks_total")
+    async with running_gateway(engines, prefill=("http://p0",), decode=("http://d0", "http://d1"),
+                               decode_routing="round_robin") as h:
+        response = await h.client.post("/v1/chat/completions", json=chat(stream=True, request_id="pg"))
+        await h.settle()
+    assert response.status_code == 200
+    (failed,) = engines["http://d0"].calls
+    (retry,) = engines["http://d1"].calls
+    assert failed.body["kv_transfer_params"]["do_remote_prefill"] is True
+    assert retry.body["kv_transfer_params"] is None
+    assert engines["http://p0"].aborts == []
+    assert engines["http://d0"].aborts == ["generate-tokens-chatcmpl-pg"]
+    assert metric("render_service_gateway_recompute_fallbacks_total") == before + 1
+
+
+async def test_pd_decode_retry_after_the_lease_recomputes() -> None:
+    """Even an unreachable decode engine gets no KV reuse once the prefill's lease may be over."""
+    engines = fake_engines("http://p0", "http://d0", "http://d1", tokens=ids_of("y"))
+    engines["http://d0"].faults.append(Fault.unreachable())
+    async with running_gateway(engines, prefill=("http://p0",), decode=("http://d0", "http://d1"),
+                               decode_routing="round_robin", kv_lease_duration=1e-6) as h:
+        response = await h.client.post("/v1/chat/completions", json=chat(request_id="pl"))
+    assert response.status_code == 200
     (retry,) = engines["http://d1"].calls
     assert retry.body["kv_transfer_params"] is None
+
+
+async def test_decode_past_its_whole_request_deadline_is_not_retried() -> None:
+    """A JSON decode that hits timeouts.request_s: 504 at once, one try, aborted; a first-token
+    failure of the same engine pool would have been retried (max_retries=2)."""
+    engines = fake_engines("http://e0", "http://e1")
+    engines["http://e0"].faults.append(Fault.hang())
+    engines["http://e1"].faults.append(Fault.hang())
+    before = metric("render_service_gateway_retries_total", phase="decode")
+    async with running_gateway(engines, routing="round_robin", max_retries=2) as h:
+        async with asyncio.timeout(5):
+            response = await h.client.post("/v1/chat/completions", json=chat(request_id="dl"))
+        await h.settle()
+    assert response.status_code == 504
+    assert response.json()["error"]["type"] == "GatewayTimeoutError"
+    assert len(engines["http://e0"].calls) + len(engines["http://e1"].calls) == 1
+    assert metric("render_service_gateway_retries_total", phase="decode") == before
+    assert [a for e in engines.values() for a in e.aborts] == ["generate-tokens-chatcmpl-dl"]
 
 
 async def test_saturation_gives_a_clear_503() -> None:
@@ -178,13 +235,15 @@ async def test_saturation_gives_a_clear_503() -> None:
 
 
 async def test_no_healthy_engine_is_503() -> None:
-    """Every engine out of rotation: 503, nothing sent."""
+    """Every engine out of rotation: 503, nothing sent; not ready, but alive."""
     engines = fake_engines("http://e0")
     engines["http://e0"].healthy = False
     async with running_gateway(engines) as h:
         response = await h.client.post("/v1/chat/completions", json=chat())
         health = await h.client.get("/health")
-    assert response.status_code == 503 and health.status_code == 503
+        ready = await h.client.get("/ready")
+    assert response.status_code == 503 and ready.status_code == 503
+    assert health.status_code == 200
     assert engines["http://e0"].calls == []
 
 

@@ -63,7 +63,8 @@ async def test_usage_chunk_is_last_before_done() -> None:
         body = chat(stream=True, stream_options={"include_usage": True})
         response = await h.client.post("/v1/chat/completions", json=body)
     usage = orjson.loads(sse_payloads(response.content)[-2])
-    assert usage["choices"] == [] and list(usage) == ["id", "object", "created", "model", "choices", "usage"]
+    assert usage["choices"] == [] and list(usage) == ["id", "object", "created", "model", "choices",
+                                                      "usage", "system_fingerprint"]
     assert usage["usage"] == {"prompt_tokens": 2, "total_tokens": 5, "completion_tokens": 3}
 
 
@@ -140,6 +141,24 @@ async def test_non_streaming_stop_string_streams_engine_and_aborts() -> None:
     assert engines["http://e0"].aborts == ["generate-tokens-chatcmpl-s2"]
 
 
+async def test_non_streaming_stop_string_keeps_prompt_logprobs() -> None:
+    """prompt_logprobs come only in a JSON engine answer: with a stop string the gateway asks for
+    JSON, and cuts the answer at the match exactly as the streamed scan would."""
+    engines = fake_engines("http://e0", tokens=ids_of("alpha beta gamma"))
+    async with running_gateway(engines) as h:
+        response = await h.client.post("/v1/chat/completions", json=chat(
+            "hey", stop="bet", prompt_logprobs=1, request_id="pl"))
+    body = response.json()
+    (call,) = engines["http://e0"].calls
+    assert call.kind == "generate" and call.body["sampling_params"]["prompt_logprobs"] == 1
+    assert body["prompt_logprobs"] == [None, {str(ord("e")): {"logprob": -1.0, "rank": 1, "decoded_token": None}},
+                                       {str(ord("y")): {"logprob": -1.0, "rank": 1, "decoded_token": None}}]
+    choice = body["choices"][0]
+    assert choice["message"]["content"] == "alpha " and choice["finish_reason"] == "stop"
+    assert choice["stop_reason"] == "bet"
+    assert body["usage"]["completion_tokens"] == len("alpha bet")  # counted up to the match
+
+
 async def test_pd_flow_prefill_then_decode_with_kv_params() -> None:
     """P/D: prefill max_tokens=1 non-streaming with do_remote_decode; decode gets its KV params."""
     engines = fake_engines("http://p0", "http://d0", tokens=ids_of("pd"))
@@ -161,23 +180,35 @@ async def test_pd_flow_prefill_then_decode_with_kv_params() -> None:
     assert decode.body["sampling_params"]["n"] == 2
 
 
+def scraped(text: str, name: str, **labels: str) -> float:
+    """One sample's value from a /metrics exposition (0 when absent)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return sample.value
+    return 0.0
+
+
 async def test_models_health_metrics_routes() -> None:
-    """GET /v1/models, /health and /metrics answer; /metrics has the gateway families."""
+    """GET /v1/models and /health answer; /metrics exposes the gateway's samples, which one
+    streaming request moves (and the in-flight gauge is back to 0 after it)."""
+    series = [("render_service_gateway_phase_duration_seconds_count", {"phase": "render"}),
+              ("render_service_gateway_time_to_first_token_seconds_count", {"endpoint": "chat"}),
+              ("render_service_gateway_engine_requests_total",
+               {"engine": "http://e0", "pool": "collocated"})]
     async with running_gateway(fake_engines("http://e0")) as h:
+        before = (await h.client.get("/metrics")).text
         await h.client.post("/v1/chat/completions", json=chat(stream=True))
         models = await h.client.get("/v1/models")
         health = await h.client.get("/health")
-        metrics = await h.client.get("/metrics")
+        after = (await h.client.get("/metrics")).text
     assert models.json()["data"][0]["id"] == MODEL
     assert health.status_code == 200
-    text = metrics.text
-    for family in ("render_service_gateway_time_to_first_token_seconds",
-                   "render_service_gateway_inter_token_latency_seconds",
-                   "render_service_gateway_e2e_request_latency_seconds",
-                   "render_service_gateway_phase_duration_seconds_count{phase=\"render\"}",
-                   "render_service_gateway_engine_requests_total{engine=\"http://e0\",pool=\"collocated\"}",
-                   "render_service_gateway_requests_in_flight 0.0"):
-        assert family in text, family
+    for name, labels in series:
+        assert scraped(after, name, **labels) == scraped(before, name, **labels) + 1, name
+    assert scraped(after, "render_service_gateway_requests_in_flight") == 0
 
 
 def test_error_event_shapes_match_vllm() -> None:

@@ -11,7 +11,7 @@ import pytest
 from render_service.errors import ConfigError
 from render_service.gateway.cli import add_gateway_parser, gateway_config_from_args
 from render_service.gateway.config import GatewayConfig
-from render_service.gateway.prefix_index import PrefixIndex, block_hashes
+from render_service.gateway.prefix_index import MMRange, PrefixIndex, PromptBlocks, block_hashes
 from render_service.gateway.routing import (
     IMBALANCE_ABS,
     LeastOutstanding,
@@ -33,6 +33,31 @@ def test_block_hashes_chain_full_blocks_only() -> None:
     c = block_hashes([7] + list(range(1, 40)), 16)
     assert len(a) == 2 and a == b
     assert c[0] != a[0] and c[1] != a[1]  # block 1 is equal but its parent differs
+
+
+def test_block_keys_cover_images_and_cache_salt() -> None:
+    """Equal placeholder ids with different images share only the blocks before the image;
+    a cache_salt changes every block (vLLM salts the first block, and keys chain)."""
+    ids = [7] * 16 + [151655] * 32 + [8] * 16  # text, an image's 32 placeholders, text
+    cat = block_hashes(ids, 16, mm_ranges=[MMRange(16, 32, "cat")])
+    dog = block_hashes(ids, 16, mm_ranges=[MMRange(16, 32, "dog")])
+    assert cat[0] == dog[0] and all(a != b for a, b in zip(cat[1:], dog[1:]))
+    assert block_hashes(ids, 16, mm_ranges=[MMRange(16, 32, "cat")]) == cat
+    salted = block_hashes(ids, 16, cache_salt="tenant-a")
+    assert block_hashes(ids, 16, cache_salt="tenant-a") == salted
+    assert all(a != b for a, b in zip(salted, block_hashes(ids, 16)))
+    assert all(a != b for a, b in zip(salted, block_hashes(ids, 16, cache_salt="tenant-b")))
+
+
+def test_prompt_blocks_read_the_rendered_request() -> None:
+    """Image hashes and placeholder ranges come from the GenerateRequest's `features`."""
+    ids = [1] * 64
+    features = {"mm_hashes": {"image": ["h1"]}, "mm_placeholders": {"image": [{"offset": 20, "length": 10}]},
+                "kwargs_data": None, "mm_metadata": None}
+    blocks = PromptBlocks.of_request({"token_ids": ids, "features": features, "cache_salt": "s"})
+    assert blocks.mm_ranges == (MMRange(20, 10, "h1"),) and blocks.cache_salt == "s"
+    assert blocks.keys(16) == block_hashes(ids, 16, cache_salt="s", mm_ranges=[MMRange(20, 10, "h1")])
+    assert PromptBlocks.of_request({"token_ids": ids, "features": None}).keys(16) == block_hashes(ids, 16)
 
 
 def test_prefix_index_lru_is_bounded() -> None:
@@ -97,6 +122,23 @@ async def test_prefix_aware_routes_repeat_prompts_to_same_engine() -> None:
     assert counts == [0, 4]
 
 
+async def test_prefix_is_remembered_only_on_the_engine_that_served_it() -> None:
+    """A try that failed does not make prefix-aware routing think that engine holds the prompt:
+    after e0 fails and e1 serves, the same prompt keeps going to e1."""
+    from render_service.gateway.testing import Fault
+
+    from .conftest import fake_engines, running_gateway
+
+    engines = fake_engines("http://e0", "http://e1")
+    engines["http://e0"].faults.append(Fault.status(500))
+    body = {"messages": [{"role": "user", "content": "y" * 100}]}
+    async with running_gateway(engines, routing="prefix_aware") as h:
+        for _ in range(5):
+            assert (await h.client.post("/v1/chat/completions", json=body)).status_code == 200
+    assert len(engines["http://e0"].calls) == 1  # the failed first try only
+    assert len(engines["http://e1"].calls) == 5
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command")
@@ -141,6 +183,9 @@ def test_config_file_yaml_and_json_with_flag_override(tmp_path) -> None:  # type
     ({"engines": ["http://a"], "engnes": []}, "unknown keys"),
     ({"engines": ["http://a"], "timeouts": {"prefill_s": 0}}, "must be > 0"),
     ({"engines": ["http://a"], "max_concurrent_streams": 0}, ">= 1"),
+    ({"engines": ["http://a"], "kv_lease_duration": 0}, "kv-lease-duration"),
+    ({"engines": ["http://a"], "fingerprint_mode": "random"}, "choose from"),
+    ({"engines": ["http://a"], "fingerprint_mode": "custom"}, "--fingerprint-value"),
 ])
 def test_bad_config_is_a_config_error(data: dict, message: str) -> None:
     """Typos and impossible settings fail at start with a message naming the problem."""
