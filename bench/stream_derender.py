@@ -123,7 +123,7 @@ class OurServer:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> OurServer:
-        env = {**os.environ, "RENDER_SERVICE_STREAM_STATE_SECRET": "bench-secret"}
+        env = {**os.environ, "RENDER_SERVICE_STREAM_STATE_SECRET": "bench-stream-state-secret-0123456789"}
         self.proc = subprocess.Popen(self.cmd, cwd=REPO, env=env, stdout=self.log_path.open("wb"),
                                      stderr=subprocess.STDOUT)  # fmt: skip
         deadline = time.monotonic() + 120
