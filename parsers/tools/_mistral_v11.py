@@ -190,6 +190,20 @@ def _name(parser: MistralToolParser, run: Run) -> bool:
             run.scan = at + len(literal)
 
 
+def _close_at_end(parser: MistralToolParser, run: Run) -> None:
+    """End of output inside a call's arguments: the rest of the buffer closes the call."""
+    _close_call(parser, run, run.take(len(run.buf)))
+    ContentHold.end_after_event(run)
+    run.phase = Phase.BETWEEN
+
+
+def _close_before_next_call(parser: MistralToolParser, run: Run, at: int) -> None:
+    """A `[TOOL_CALLS]` at `at` ends the current call's arguments and opens the next call."""
+    _close_call(parser, run, run.take(at))
+    run.take(len(TOOL_CALLS))
+    _open_call(run)
+
+
 def _args(parser: MistralToolParser, run: Run) -> bool:
     fmt: V11Format = parser.v11
     while True:
@@ -198,14 +212,10 @@ def _args(parser: MistralToolParser, run: Run) -> bool:
             return True
         if literal is None:
             if run.eos:
-                _close_call(parser, run, run.take(len(run.buf)))
-                ContentHold.end_after_event(run)
-                run.phase = Phase.BETWEEN
+                _close_at_end(parser, run)
             return False
         if literal == TOOL_CALLS:
-            _close_call(parser, run, run.take(at))
-            run.take(len(literal))
-            _open_call(run)
+            _close_before_next_call(parser, run, at)
             return True
         if literal in fmt.drops:
             run.buf = run.buf[:at] + run.buf[at + len(literal) :]
@@ -220,14 +230,10 @@ def _raw_args(parser: MistralToolParser, run: Run) -> bool:
         if literal is None:
             run.scan = at
             if run.eos:
-                _close_call(parser, run, run.take(len(run.buf)))
-                ContentHold.end_after_event(run)
-                run.phase = Phase.BETWEEN
+                _close_at_end(parser, run)
             return False
         if literal == TOOL_CALLS:
-            _close_call(parser, run, run.take(at))
-            run.take(len(literal))
-            _open_call(run)
+            _close_before_next_call(parser, run, at)
             return True
         if literal in fmt.drops:
             run.buf = run.buf[:at] + run.buf[at + len(literal) :]
