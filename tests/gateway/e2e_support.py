@@ -27,6 +27,7 @@ from render_service.gateway.app import create_gateway_app
 from render_service.gateway.codec import InProcessCodec
 from render_service.gateway.config import GatewayConfig, HealthSettings, Timeouts
 from render_service.gateway.gateway import Gateway
+from tests.harness.ports import free_port
 
 ENGINE_MAX_MODEL_LEN = 2048  # tests/harness/engines.py MAX_MODEL_LEN
 STARTUP_TIMEOUT_S = 30.0
@@ -56,12 +57,6 @@ class Scripts:
         return body
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class RunningGateway:
     """A gateway app served by uvicorn in a background thread."""
 
@@ -69,7 +64,7 @@ class RunningGateway:
                  codec: InProcessCodec) -> None:
         self.app = create_gateway_app(config, gateway_config, codec=codec)
         self.gateway: Gateway = self.app.state.gateway
-        self.port = _free_port()
+        self.port = free_port()
         self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port,
                                                     log_level="warning", lifespan="on"))
         self.thread = threading.Thread(target=self.server.run, name="gateway-uvicorn", daemon=True)
@@ -162,7 +157,7 @@ class HangingEngine:
 
 def dead_url() -> str:
     """A loopback URL nothing listens on (a prefill engine that is down)."""
-    return f"http://127.0.0.1:{_free_port()}"
+    return f"http://127.0.0.1:{free_port()}"
 
 
 class CuttableProxy:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from pathlib import Path
 import httpx
 
 from .paths import HARNESS_DIR, TORCHVISION_STUB, engine_log_root, engine_runtime_dir, engine_venv
+from .ports import free_port
 
 # 25-40 s is normal; three engines booting together on 2 cores shared with other work took
 # 105-182 s here, so the bound is generous (override: RS_ENGINE_HEALTH_TIMEOUT).
@@ -36,6 +36,9 @@ HEALTH_TIMEOUT_S = float(os.environ.get("RS_ENGINE_HEALTH_TIMEOUT", "300"))
 HEALTH_POLL_S = 0.5
 STOP_GRACE_S = 15.0
 LOG_TAIL_LINES = 60
+# A listener thread that fails to bind (e.g. NIXL's side channel) leaves the engine up but
+# never healthy; its log says so.
+PORT_TAKEN_MARK = "Address already in use"
 # 2.4 GiB RSS each (3.7 GiB for the vision engine) on a 24 GiB machine shared with other
 # work: refuse to go above this (the full suite runs tokens + P/D + vision at once).
 MAX_ENGINES = int(os.environ.get("RS_MAX_ENGINES", "4"))
@@ -43,13 +46,6 @@ KV_CACHE_BYTES = 268_435_456  # NUMA node 0 reports ~10 GiB; the default memory 
 MAX_MODEL_LEN = 2048
 VISION_MAX_MODEL_LEN = 1024
 SCRIPTED_LOGITS = "scripted_logits:ScriptedLogits"
-
-
-def free_port() -> int:
-    """A port free right now on 127.0.0.1 (the kernel picks it; tiny race accepted)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass(frozen=True)
@@ -154,6 +150,10 @@ class EngineStartError(RuntimeError):
     """The engine exited or did not become healthy in time (message has the log tail)."""
 
 
+class EnginePortTaken(EngineStartError):
+    """Another process bound a port picked for the engine first; fresh ports will do."""
+
+
 @dataclass
 class EngineProcess:
     """One running engine; created by EngineFleet.launch."""
@@ -187,18 +187,27 @@ class EngineProcess:
         with httpx.Client(timeout=5.0) as client:
             while True:
                 if self.process.poll() is not None:
-                    raise self._start_error(f"exited with code {self.process.returncode}")
+                    kind = EnginePortTaken if self._lost_a_port() else EngineStartError
+                    raise self._start_error(f"exited with code {self.process.returncode}", kind)
                 if _is_healthy(client, self.url):
                     self.healthy_after_s = time.monotonic() - self.launched_at
                     return self.healthy_after_s
+                if self._lost_a_port():  # it may hang rather than exit: stop it now
+                    self.stop()
+                    raise self._start_error("lost a port it was given", EnginePortTaken)
                 if time.monotonic() >= deadline:
                     break
                 time.sleep(HEALTH_POLL_S)
         self.stop()
         raise self._start_error(f"not healthy after {timeout_s:.0f} s")
 
-    def _start_error(self, what: str) -> EngineStartError:
-        return EngineStartError(
+    def _lost_a_port(self) -> bool:
+        return PORT_TAKEN_MARK in self.log_text()
+
+    def _start_error(
+        self, what: str, kind: type[EngineStartError] = EngineStartError
+    ) -> EngineStartError:
+        return kind(
             f"engine {self.spec.name!r} on {self.url} {what}; log {self.log_path}, tail:\n"
             f"{self.log_tail()}"
         )

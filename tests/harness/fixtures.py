@@ -29,7 +29,15 @@ from typing import NamedTuple
 
 import pytest
 
-from .engines import EngineFleet, EngineProcess, EngineSpec, pd_specs, tokens_only_spec, vision_spec
+from .engines import (
+    EngineFleet,
+    EnginePortTaken,
+    EngineProcess,
+    EngineSpec,
+    pd_specs,
+    tokens_only_spec,
+    vision_spec,
+)
 from .tiny_model import tiny_qwen3_dir
 from .tiny_vlm_model import tiny_qwen2_vl_dir
 
@@ -69,6 +77,15 @@ class _SessionEngines:
             self.by_kind[kind] = self.fleet.launch_all(_specs_for(kind))
 
     def healthy(self, kind: str) -> list[EngineProcess]:
+        try:
+            return self._wait(kind)
+        except EnginePortTaken:  # lost a race for a port: one relaunch on fresh ports
+            for engine in self.by_kind.pop(kind):
+                engine.stop()
+            self.launch_needed({kind})
+            return self._wait(kind)
+
+    def _wait(self, kind: str) -> list[EngineProcess]:
         engines = self.by_kind[kind]
         for engine in engines:
             engine.wait_healthy()

@@ -182,11 +182,17 @@ def test_seeded_n2_is_deterministic_and_unaffected_by_scripted_neighbours(tokens
 # ---------------------------------------------------------------- (c) abort
 
 
-def test_abort_ends_an_inflight_stream(tokens_engine):
+ABORT_ATTEMPTS = 3
+
+
+def _stream_with_aborts(tokens_engine: str) -> tuple[list[dict], int, bool]:
+    """Stream a long generation, abort by the bare id at once, by the engine id 20 tokens later.
+
+    Returns (events, max_tokens, SSE [DONE] seen)."""
     prompt, rid = chat_prompt_ids(PROMPT_TEXT), new_id("abort")
     max_tokens = MAX_MODEL_LEN - len(prompt)
     body = generate_body(prompt, rid, max_tokens=max_tokens, ignore_eos=True, seed=3)
-    events, done, started = [], False, time.monotonic()
+    events, done = [], False
     tokens_after_bare_abort, aborted = None, False
     for event in iter_generate_stream(tokens_engine, body, timeout=60):
         if event == SSE_DONE:
@@ -203,9 +209,22 @@ def test_abort_ends_an_inflight_stream(tokens_engine):
             abort_requests(tokens_engine, [engine_request_id(rid)])
             aborted = True
     assert aborted, "the stream ended before the real abort was sent"
-    assert done and time.monotonic() - started < 60
-    last = events[-1]["choices"][0]
-    assert (last["finish_reason"], last["token_ids"]) == ("abort", [])
+    return events, max_tokens, done
+
+
+def test_abort_ends_an_inflight_stream(tokens_engine):
+    # The tiny model makes ~1,300 tokens/s; on 2 loaded cores an abort POST has taken 5 s to be
+    # served, by which time the request may have finished on its own ("length"). That attempt
+    # says nothing about aborts, so try again; an abort that never works still fails.
+    for _ in range(ABORT_ATTEMPTS):
+        started = time.monotonic()
+        events, max_tokens, done = _stream_with_aborts(tokens_engine)
+        assert done and time.monotonic() - started < 60
+        last = events[-1]["choices"][0]
+        if last["finish_reason"] != "length":
+            break
+    # The final event may still carry the tokens made while the abort was on its way.
+    assert last["finish_reason"] == "abort"
     assert sum(len(e["choices"][0]["token_ids"]) for e in events) < max_tokens
 
 

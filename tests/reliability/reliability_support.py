@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from tests.harness.ports import free_port
 
 SECRET = "reliability-test-secret-0123456789"
 PARSER_FLAGS = {"reasoning_parser": "qwen3", "tool_call_parser": "hermes", "enable_auto_tool_choice": True}
@@ -127,12 +128,6 @@ def batch_message(response: dict[str, Any]) -> dict[str, Any]:
              for c in message.get("tool_calls") or []]  # fmt: skip
     return {"content": message["content"] or "", "reasoning": message["reasoning"] or "", "tool_calls": calls,
             "finish_reason": choice["finish_reason"]}  # fmt: skip
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class ThreadServer:

