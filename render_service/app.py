@@ -20,9 +20,8 @@ from starlette.responses import Response
 
 from render_service import __version__
 from render_service.api import Renderer
-from render_service.config import Limits, ServiceConfig
+from render_service.config import ServiceConfig
 from render_service.derender_api import Derenderer
-from render_service.errors import BadRequestError
 from render_service.http_errors import install_error_handlers
 from render_service.http_io import json_response, read_json_object, version_body
 from render_service.metrics import CONTENT_TYPE_LATEST, METRICS, render_metrics_text
@@ -30,6 +29,7 @@ from render_service.middleware import ServiceMiddleware
 from render_service.mm.fetch import MediaFetcher
 from render_service.model import ModelBundle
 from render_service.openapi import install_openapi
+from render_service.request_bounds import check_counts
 
 __all__ = ["CONFIG_ENV", "app_from_env", "create_app"]
 
@@ -84,25 +84,6 @@ class Service:
 
 
 
-def _check_counts(request: Any, limits: Limits) -> None:
-    """--max-messages / --max-tools on an untrusted chat request, before it reaches the pool.
-
-    Both are O(1) here; inside the core, templating cost grows with them (a 50k-message body
-    fits the default body limit and would hold a render thread for a long time).
-    """
-    if not isinstance(request, dict):
-        return
-    for field, limit, flag in (
-        ("messages", limits.max_messages, "--max-messages"),
-        ("tools", limits.max_tools, "--max-tools"),
-    ):
-        items = request.get(field)
-        if isinstance(items, list) and len(items) > limit:
-            raise BadRequestError(
-                f"The request has {len(items)} {field}; the limit is {limit} ({flag}).", param=field
-            )
-
-
 def _rendered_response(
     renderer: Renderer, body: Any, request_id_header: str | None, fetched: dict[str, bytes]
 ) -> tuple[dict[str, Any], Response]:
@@ -121,7 +102,7 @@ def _add_core_routes(app: FastAPI, service: Service) -> None:
     @app.post("/v1/chat/completions/render")
     async def render_chat(request: Request) -> Response:
         body = await read_json_object(request)
-        _check_counts(body, limits)
+        check_counts(body, limits)
         fetched = await service.fetch_media(body)
         # Serialised on the pool too: with images the body is megabytes of base64.
         result, response = await service.run(
@@ -140,7 +121,7 @@ def _add_core_routes(app: FastAPI, service: Service) -> None:
     @app.post("/v1/chat/completions/derender")
     async def derender_chat(request: Request) -> Response:
         body = await read_json_object(request, _DERENDER_CHAT_BODY)
-        _check_counts(body.get("chat_request"), limits)
+        check_counts(body.get("chat_request"), limits)
         return json_response(await service.run(derenderer.derender_chat, body))
 
     @app.post("/v1/completions/derender")
@@ -151,7 +132,7 @@ def _add_core_routes(app: FastAPI, service: Service) -> None:
     @app.post("/tokenize")
     async def tokenize(request: Request) -> Response:
         body = await read_json_object(request, _TOKENIZE_BODY)
-        _check_counts(body, limits)
+        check_counts(body, limits)
         return json_response(await service.run(renderer.tokenize, body))
 
     @app.post("/detokenize")

@@ -104,7 +104,7 @@ def create_gateway_app(config: ServiceConfig, gateway_config: GatewayConfig, *,
     fetcher = MediaFetcher.from_config(config) if codec.accepts_images else None
     gateway = Gateway(gateway_config, codec, client_factory=client_factory,
                       render_workers=config.renderer_num_workers, fetcher=fetcher,
-                      engine_transport=engine_transport)
+                      limits=config.limits, engine_transport=engine_transport)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):  # type: ignore[no-untyped-def]

@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from render_service.config import Limits
 from render_service.errors import RenderServiceError, ServiceUnavailableError
 from render_service.gateway.batch import BatchResponder
 from render_service.gateway.codec import Codec
@@ -101,9 +102,11 @@ class Gateway:
                  client_factory: ClientFactory | None = None,
                  executor: Executor | None = None, model_name: str | None = None,
                  render_workers: int = 1, fetcher: MediaFetcher | None = None,
+                 limits: Limits | None = None,
                  engine_transport: httpx.AsyncBaseTransport | None = None) -> None:
         """`render_workers`: threads for render and batch derender (--renderer-num-workers),
-        unless `executor` is given. `engine_transport` replaces the network (tests)."""
+        unless `executor` is given. `limits`: message/tool counts refused before images are
+        fetched. `engine_transport` replaces the network (tests)."""
         self.config = config
         self.codec = codec
         self._http: EngineHttp | None = None
@@ -124,7 +127,7 @@ class Gateway:
         self.model_name = model_name or codec.models()["data"][0]["id"]
         decode_pool = self.pools["decode"] if config.disaggregated else self.pools["collocated"]
         fingerprint = system_fingerprint(config, codec)
-        self.render = RenderStage(codec, self.executor, fetcher)
+        self.render = RenderStage(codec, self.executor, fetcher, limits)
         self.prefill = PrefillStage(self.pools.get("prefill"), config.timeouts,
                                     config.max_retries, self.aborter)
         self.decode = DecodeStage(decode_pool, config.timeouts, config.max_retries, self.aborter,

@@ -34,6 +34,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
+from render_service.config import Limits
 from render_service.errors import EngineTimeoutError, RenderServiceError, ServiceUnavailableError
 from render_service.gateway.codec import Codec
 from render_service.gateway.config import Timeouts
@@ -48,6 +49,7 @@ from render_service.gateway.errors import (
 from render_service.gateway.metrics import GATEWAY_METRICS
 from render_service.gateway.pool import Engine, EnginePool
 from render_service.mm.fetch import MediaFetcher
+from render_service.request_bounds import check_counts
 
 __all__ = ["Aborter", "DecodeStage", "PrefillStage", "RenderStage"]
 
@@ -76,15 +78,18 @@ class RenderStage:
     """Fetch the request's http(s) images (async, here), then render on the executor (sans-IO)."""
 
     def __init__(self, codec: Codec, executor: Executor,
-                 fetcher: MediaFetcher | None = None) -> None:
+                 fetcher: MediaFetcher | None = None, limits: Limits | None = None) -> None:
         self.codec = codec
         self.executor = executor
         self.fetcher = fetcher
+        self.limits = limits
 
     async def run(self, ctx: RequestContext) -> None:
         started = time.perf_counter()
         loop = asyncio.get_running_loop()
         if ctx.endpoint == "chat":
+            if self.limits is not None:  # before fetching images (render checks again)
+                check_counts(ctx.body, self.limits)
             fetched = await self.fetcher.fetch(ctx.body) if self.fetcher is not None else {}
             rendered = [await loop.run_in_executor(
                 self.executor, self.codec.render_chat, ctx.body, ctx.request_id_header, fetched)]

@@ -6,6 +6,7 @@ The real render core runs on a tiny weightless Qwen2-VL folder; the engines are 
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -134,3 +135,25 @@ async def test_url_outside_the_allowed_domains_is_refused(vlm_config, vlm_codec,
     assert response.status_code == 400
     assert "allowed domains" in response.json()["error"]["message"]
     assert engine.calls == []
+
+
+@pytest.mark.parametrize("field", ["messages", "tools"])
+async def test_too_many_messages_or_tools_is_refused_before_any_fetch(  # type: ignore[no-untyped-def]
+    vlm_config, vlm_codec, image_server, field: str
+) -> None:
+    """--max-messages / --max-tools are checked on the raw body first: no image is fetched for
+    a request render would refuse anyway."""
+    limits = dataclasses.replace(vlm_config.limits, max_messages=2, max_tools=1)
+    config = dataclasses.replace(vlm_config, limits=limits)
+    body = image_chat(f"{image_server}/cat.png?{field}")
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    if field == "messages":
+        body["messages"] = [{"role": "user", "content": "hi"}] * 2 + body["messages"]
+    else:
+        body["tools"] = [tool, tool]
+    async with vlm_gateway(config, vlm_codec) as (client, engine):
+        response = await client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == field and f"--max-{field}" in error["message"]
+    assert f"/cat.png?{field}" not in HITS and engine.calls == []
