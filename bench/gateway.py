@@ -126,7 +126,7 @@ def wait_http(url: str, timeout_s: float = 120.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            if httpx.get(url, timeout=1.0).status_code < 500:
+            if httpx.get(url, timeout=1.0).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
@@ -247,7 +247,7 @@ def main() -> None:
         procs.append(start_role("--role", "gateway", "--port", str(gw_port), "--engine", engine_url,
                                 "--model-dir", str(model_dir)))
         gw = f"http://127.0.0.1:{gw_port}"
-        wait_http(gw + "/health")
+        wait_http(gw + "/ready")
         latency = asyncio.run(added_latency(engine_url, gw, model_dir, args.requests))
         print("added latency:", json.dumps(latency), flush=True)
         if fleet is not None:
@@ -259,7 +259,7 @@ def main() -> None:
         procs.append(start_role("--role", "gateway", "--port", str(gw2_port),
                                 "--engine", f"http://127.0.0.1:{sd_port}", "--model-dir", str(model_dir)))
         gw2 = f"http://127.0.0.1:{gw2_port}"
-        wait_http(gw2 + "/health")
+        wait_http(gw2 + "/ready")
         levels = []
         for concurrency in (int(x) for x in args.levels.split(",")):
             level = asyncio.run(hold_level(gw2, concurrency, interval_s))

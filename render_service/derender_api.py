@@ -90,6 +90,12 @@ class Derenderer:
             return derender_completion_stream(self.ctx, request, settings)
         return derender_completion_batch(self.ctx, request, settings)
 
+    def reasoning_parser_for(self, chat_request: dict[str, Any]) -> Any | None:
+        """The reasoning parser derender uses for this chat request (None: none configured)."""
+        if not self.ctx.parsers.reasoning_name:
+            return None
+        return self.ctx.parsers.get(self._chat_settings(chat_request)).reasoning_parser
+
     # -- helpers --------------------------------------------------------------------------
 
     def _chat_settings(self, raw: dict[str, Any] | None) -> ChatSettings | None:

@@ -86,12 +86,10 @@ class InProcessCodec:
     def reasoning_usage(self, chat_body: dict[str, Any]) -> ReasoningUsage | None:
         """The reasoning-token counter for this request's parser settings (the very parser
         object derender uses), or None when no reasoning parser is configured."""
-        ctx = self.derenderer.ctx
-        if not ctx.parsers.reasoning_name:
+        parser = self.derenderer.reasoning_parser_for(chat_body)
+        if parser is None:
             return None
-        settings = self.derenderer._chat_settings(chat_body)  # the settings derender builds
-        parser = ctx.parsers.get(settings).reasoning_parser
-        return ReasoningUsage(_counter(parser), ctx.decoders.get)
+        return ReasoningUsage(_counter(parser), self.derenderer.ctx.decoders.get)
 
 
 @functools.lru_cache(maxsize=64)
