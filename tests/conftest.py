@@ -6,6 +6,9 @@ random examples (run it locally, repeatedly, to hunt for new counterexamples; ad
 found as a plain regression test).
 """
 
+from collections.abc import Iterator
+
+import pytest
 from hypothesis import settings
 
 from .harness.fixtures import (  # noqa: F401
@@ -15,6 +18,7 @@ from .harness.fixtures import (  # noqa: F401
     tiny_model_dir,
     tokens_engine,
 )
+from .parsers.vllm_ref import VllmRef
 
 settings.register_profile("deterministic", derandomize=True, database=None, print_blob=True)
 settings.register_profile("explore", derandomize=False, print_blob=True)
@@ -23,3 +27,11 @@ settings.load_profile("deterministic")
 
 def pytest_runtest_teardown(item, nextitem):  # noqa: ANN001, ANN201, ARG001
     stop_engines_after_last_use(item)
+
+
+@pytest.fixture(scope="session")
+def vllm_ref() -> Iterator[VllmRef]:
+    """The session's one vLLM 0.33 reference process (each start imports vLLM: ~20 s)."""
+    helper = VllmRef()
+    yield helper
+    helper.close()

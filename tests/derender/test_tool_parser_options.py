@@ -55,11 +55,9 @@ TOOL_CHOICES = ["auto", "none"]
 PROMPT = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
 
 
-@pytest.fixture(scope="module")
-def ref():  # noqa: ANN201
-    helper = VllmRef()
-    yield helper
-    helper.close()
+@pytest.fixture
+def ref(vllm_ref: VllmRef) -> VllmRef:
+    return vllm_ref
 
 
 def _model_dir(tmp_path_factory, bundle):  # noqa: ANN001, ANN202

@@ -1,6 +1,7 @@
 """Runs inside the vLLM 0.33 reference venv: reasoning-token counts with vLLM's own objects.
 
-Reads a JSON list of cases on stdin, prints one JSON list (one result per case) last. Per case:
+The `reasoning_tokens` op of vllm_ref_helper.py (the session's reference process) calls `run`
+once per case. Per case:
 
 * batch: what chat serving's non-streamed path reports: `set_prompt_token_ids`,
   `parser.parse(text, ...)`, then `parser.count_reasoning_tokens(output ids)`
@@ -15,38 +16,14 @@ Reads a JSON list of cases on stdin, prints one JSON list (one result per case) 
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from types import SimpleNamespace
-
-os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
 from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 from vllm.entrypoints.openai.chat_completion.stream_processor import (
     ChatStreamProcessor,
 )
 from vllm.parser import ParserManager
-from vllm.tokenizers.hf import get_cached_tokenizer
 from vllm.v1.engine.detokenizer import IncrementalDetokenizer
-
-_TOKENIZERS: dict[tuple[str, str], object] = {}
-
-
-def tokenizer(directory: str, loader: str):
-    key = (directory, loader)
-    if key not in _TOKENIZERS:
-        if loader == "backend":
-            from transformers import TokenizersBackend
-
-            tok = TokenizersBackend.from_pretrained(directory)
-        else:
-            from transformers import AutoTokenizer
-
-            tok = AutoTokenizer.from_pretrained(directory)
-        _TOKENIZERS[key] = get_cached_tokenizer(tok)
-    return _TOKENIZERS[key]
 
 
 def make_parser(case, tok, request):
@@ -92,7 +69,8 @@ def stream_counts(case, tok, request, chunks):
     return {"texts": texts, "counts": counts}
 
 
-def run(case):
+def run(case, tokenizer):
+    """All counts for one case; `tokenizer(directory, loader)` is the helper's cached loader."""
     tok = tokenizer(case["tokenizer_dir"], case["loader"])
     request = ChatCompletionRequest.model_validate(
         {"model": "m", "messages": [{"role": "user", "content": "hi"}],
@@ -104,8 +82,3 @@ def run(case):
     if case.get("chunks"):
         out["chunked"] = stream_counts(case, tok, request, case["chunks"])
     return out
-
-
-if __name__ == "__main__":
-    cases = json.load(sys.stdin)
-    print(json.dumps([run(case) for case in cases]))

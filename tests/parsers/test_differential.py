@@ -23,11 +23,9 @@ from parsers.registry import get_reasoning_parser, get_tool_parser
 pytestmark = pytest.mark.vllm
 
 
-@pytest.fixture(scope="module")
-def ref():
-    helper = VllmRef()
-    yield helper
-    helper.close()
+@pytest.fixture
+def ref(vllm_ref: VllmRef) -> VllmRef:
+    return vllm_ref
 
 
 # -- detokenizer ----------------------------------------------------------------------------

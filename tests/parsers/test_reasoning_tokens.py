@@ -1,6 +1,6 @@
 """Differential: `parsers.reasoning_tokens` against vLLM 0.33's own `count_reasoning_tokens`.
 
-One reference subprocess (tests/parsers/reasoning_tokens_ref.py) answers every case with
+The session's reference process (op reasoning_tokens, tests/parsers/reasoning_tokens_ref.py) answers every case with
 vLLM's parser objects on the same real tokenizers: the non-streamed count, and the streamed
 counts after each step (continuous_usage_stats reads it every step) with the whole output fed
 one token at a time and in one step, the step texts coming from vLLM serve's detokenizer.
@@ -14,9 +14,7 @@ A missing reference venv fails (never skips) these tests.
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,11 +25,9 @@ from render_service.gateway.reasoning_usage import ServeDeltaText
 
 from .families import build
 from .tokenizers_util import TokenizerBundle, deepseek_r1, glm_like, mistral_like, qwen3
-from .vllm_ref import HELPER, ref_venv
+from .vllm_ref import VllmRef
 
 pytestmark = pytest.mark.vllm
-
-REF_SCRIPT = HELPER.parent / "reasoning_tokens_ref.py"
 
 Part = str | int | list[int]
 
@@ -207,15 +203,8 @@ CASES = _cases()
 
 
 @pytest.fixture(scope="module")
-def vllm_counts() -> dict[str, Any]:
-    proc = subprocess.run(
-        [str(ref_venv() / "bin" / "python"), str(REF_SCRIPT)],
-        input=json.dumps([c.ref_payload() for c in CASES], ensure_ascii=False),
-        capture_output=True, text=True, timeout=600, check=False,
-        env={**os.environ, "VLLM_TARGET_DEVICE": "cpu", "VLLM_LOGGING_LEVEL": "ERROR",
-             "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": ""})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    results = json.loads(proc.stdout.strip().splitlines()[-1])
+def vllm_counts(vllm_ref: VllmRef) -> dict[str, Any]:
+    results = vllm_ref.call("reasoning_tokens", cases=[c.ref_payload() for c in CASES])
     return {c.case_id: r for c, r in zip(CASES, results, strict=True)}
 
 

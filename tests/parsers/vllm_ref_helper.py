@@ -2,7 +2,7 @@
 
 Protocol: one JSON object per line on stdin, one JSON object per line on stdout
 ({"ok": true, "result": ...} or {"ok": false, "error": "..."}). Started once per test session
-by tests/parsers/vllm_ref.py (importing vLLM takes many seconds). Ops:
+(the `vllm_ref` fixture of tests/conftest.py; importing vLLM takes many seconds). Ops:
 
 * detok: vLLM derender decoding (`_seed_stream_state` + `OnlineDerenderer._detokenize_delta`)
   of `ids` seeded with `prompt_ids`, fed in `chunks` (token counts) -> list of texts per chunk
@@ -11,6 +11,7 @@ by tests/parsers/vllm_ref.py (importing vLLM takes many seconds). Ops:
 * stream: the streaming path (`ChatStreamProcessor.step` per chunk on one parser; the replay
   algorithm rebuilds this same parser state) -> concatenated deltas.
 * replay_cpu: CPU seconds of derender's replay algorithm over token chunks (for bench/).
+* reasoning_tokens: vLLM's reasoning-token counts for `cases` (reasoning_tokens_ref.py).
 
 Tokenizers are loaded from a directory. loader "auto" is AutoTokenizer (what vLLM does);
 "backend" forces transformers' TokenizersBackend over tokenizer.json, needed for DeepSeek-R1
@@ -195,7 +196,14 @@ def op_tool_traits(req):
     return out
 
 
-OPS = {"tool_traits": op_tool_traits, "detok": op_detok, "parse": op_parse, "stream": op_stream, "replay_cpu": op_replay_cpu}
+def op_reasoning_tokens(req):
+    import reasoning_tokens_ref  # next to this script; imports more of vLLM, so only when asked
+
+    return [reasoning_tokens_ref.run(case, tokenizer) for case in req["cases"]]
+
+
+OPS = {"tool_traits": op_tool_traits, "detok": op_detok, "parse": op_parse, "stream": op_stream,
+       "replay_cpu": op_replay_cpu, "reasoning_tokens": op_reasoning_tokens}
 
 
 def main() -> None:

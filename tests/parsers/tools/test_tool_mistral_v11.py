@@ -243,11 +243,9 @@ MODES = {
 }
 
 
-@pytest.fixture(scope="module")
-def ref():
-    helper = VllmRef()
-    yield helper
-    helper.close()
+@pytest.fixture
+def ref(vllm_ref: VllmRef) -> VllmRef:
+    return vllm_ref
 
 
 def _chat(options: dict) -> ChatParser:
