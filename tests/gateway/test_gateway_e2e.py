@@ -17,6 +17,7 @@ from prometheus_client import REGISTRY
 
 from render_service.gateway.config import Timeouts
 from tests.harness.engine_api import metric_total, metrics_text
+from tests.harness.script_protocol import PACE_KEY, PACE_MS
 
 pytestmark = pytest.mark.engine
 
@@ -28,6 +29,7 @@ WEATHER_TOOL = {"type": "function", "function": {
 # After a script the engine forces this token (" the") until max_tokens: a long stream that
 # only an abort (or max_tokens) ends. vllm_xargs values cannot be null.
 FILLER = 279
+PACED = {PACE_KEY: PACE_MS}  # long requests outlast any abort latency (script_protocol)
 TOOL_CALL_TEXT = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 
 
@@ -43,8 +45,8 @@ def assert_engine_stopped_early(url: str, generated_before: float) -> None:
     """The engine has nothing running soon, far short of the 1500 filler tokens asked for.
 
     vLLM does not count aborted requests in request_success_total, so the evidence is: the
-    request left the engine's running set long before max_tokens (at this machine's ~20-50
-    tokens/s a full run takes over 30 s)."""
+    request left the engine's running set long before max_tokens (the requests are PACED: a
+    full run takes over 15 s on any machine, 400 tokens at least 4 s)."""
     _eventually(lambda: metric_total(metrics_text(url), "vllm:num_requests_running") == 0)
     assert generated_tokens(url) - generated_before < 400
 
@@ -141,7 +143,7 @@ def test_reasoning_split(gw, scripts) -> None:  # type: ignore[no-untyped-def]
 def test_stop_string_cut_and_engine_aborted(gw, scripts, tokens_engine) -> None:  # type: ignore[no-untyped-def]
     """A stop string: text cut right before it, finish stop, the engine request aborted."""
     script = {"vllm_xargs": {"rs_script": scripts.ids("one two three four five"),
-                             "rs_script_after": FILLER},  # then filler: only the abort stops it
+                             "rs_script_after": FILLER, **PACED},  # then filler: only the abort stops it
               "chat_template_kwargs": {"enable_thinking": False}}
     before = generated_tokens(tokens_engine)
     stream = gw.client().chat.completions.create(
@@ -181,7 +183,7 @@ def test_client_disconnect_aborts_engine_request(gw, scripts, tokens_engine) -> 
     """Closing the HTTP stream mid-way aborts the engine request; nothing stays in flight."""
     before = generated_tokens(tokens_engine)
     body = {"model": MODEL, "messages": user("go"), "stream": True, "max_tokens": 1500,
-            "ignore_eos": True, "vllm_xargs": {"rs_script": scripts.ids("a b c"), "rs_script_after": FILLER}}
+            "ignore_eos": True, "vllm_xargs": {"rs_script": scripts.ids("a b c"), "rs_script_after": FILLER, **PACED}}
     with httpx.Client(timeout=30) as client:
         with client.stream("POST", gw.url + "/v1/chat/completions", json=body) as response:
             for i, _ in enumerate(response.iter_lines()):
@@ -197,7 +199,7 @@ def test_engine_connection_killed_mid_stream(e2e_config, e2e_codec, scripts, tok
     """The engine link dies mid-stream: the client gets an error event and [DONE], no hang."""
     proxy = CuttableProxy(tokens_engine)
     body = {"model": MODEL, "messages": user("go"), "stream": True, "max_tokens": 1500,
-            "ignore_eos": True, "vllm_xargs": {"rs_script": scripts.ids("x y z"), "rs_script_after": FILLER}}
+            "ignore_eos": True, "vllm_xargs": {"rs_script": scripts.ids("x y z"), "rs_script_after": FILLER, **PACED}}
     with running(e2e_config, e2e_codec, engines=(proxy.url,)) as gateway:
         lines = []
         with httpx.Client(timeout=30) as client:

@@ -16,6 +16,7 @@ output list (the prefill's token is discarded), so the script starts at step 0 t
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 
 import torch
@@ -23,9 +24,13 @@ from vllm import SamplingParams
 from vllm.v1.sample.logits_processor import AdapterLogitsProcessor
 
 if __package__:
-    from .script_protocol import AFTER_KEY, DEFAULT_AFTER_ID, SCRIPT_KEY, VOCAB_SIZE
+    from .script_protocol import (
+        AFTER_KEY, DEFAULT_AFTER_ID, MAX_PACE_MS, PACE_KEY, SCRIPT_KEY, VOCAB_SIZE,
+    )
 else:  # imported as a top-level module by the engine
-    from script_protocol import AFTER_KEY, DEFAULT_AFTER_ID, SCRIPT_KEY, VOCAB_SIZE
+    from script_protocol import (
+        AFTER_KEY, DEFAULT_AFTER_ID, MAX_PACE_MS, PACE_KEY, SCRIPT_KEY, VOCAB_SIZE,
+    )
 
 _MISSING = object()
 
@@ -41,12 +46,23 @@ def _read_script(params: SamplingParams) -> tuple[list[int], int | None] | None:
     return list(script), (DEFAULT_AFTER_ID if after is _MISSING else after)
 
 
+def _read_pace_s(params: SamplingParams) -> float:
+    delay_ms = (params.extra_args or {}).get(PACE_KEY, 0)
+    if isinstance(delay_ms, bool) or not isinstance(delay_ms, int | float):
+        raise ValueError(f"{PACE_KEY} must be a number of milliseconds")
+    if not 0 <= delay_ms <= MAX_PACE_MS:
+        raise ValueError(f"{PACE_KEY} must be in [0, {MAX_PACE_MS}]")
+    return delay_ms / 1000
+
+
 def _is_token_id(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < VOCAB_SIZE
 
 
-def _forcing_fn(script: list[int], after: int | None) -> Callable:
+def _forcing_fn(script: list[int], after: int | None, pace_s: float = 0.0) -> Callable:
     def force(output_ids: list[int], logits: torch.Tensor) -> torch.Tensor:
+        if pace_s:
+            time.sleep(pace_s)  # blocks the engine step: the request is paced, as intended
         step = len(output_ids)
         token = script[step] if step < len(script) else after
         if token is None:
@@ -59,11 +75,13 @@ def _forcing_fn(script: list[int], after: int | None) -> Callable:
 
 
 class ScriptedLogits(AdapterLogitsProcessor):
-    """Forces `extra_args["rs_script"][n]` at output step n (see script_protocol)."""
+    """Forces `extra_args["rs_script"][n]` at output step n, paced by `rs_step_delay_ms`
+    (see script_protocol)."""
 
     @classmethod
     def validate_params(cls, sampling_params: SamplingParams) -> None:
         # ValueError here becomes an HTTP 400, so a bad script fails loudly, not silently.
+        _read_pace_s(sampling_params)
         parsed = _read_script(sampling_params)
         if parsed is None:
             return
@@ -75,7 +93,8 @@ class ScriptedLogits(AdapterLogitsProcessor):
         return False
 
     def new_req_logits_processor(self, params: SamplingParams) -> Callable | None:
-        parsed = _read_script(params)
+        parsed, pace_s = _read_script(params), _read_pace_s(params)
         if parsed is None:
-            return None
-        return _forcing_fn(*parsed)
+            # Paced but free: an empty script with an unconstrained "after".
+            return _forcing_fn([], None, pace_s) if pace_s else None
+        return _forcing_fn(*parsed, pace_s)
