@@ -1,116 +1,578 @@
-"""Batch rules vLLM 0.33's declarative parser engine (vllm/parser/engine) applies to every
-tool-call family it runs (here: qwen3_coder/qwen3_xml and granite), shared by those families.
+"""vLLM 0.33's declarative parser engine (`vllm/parser/engine`) as a serialisable table machine.
 
-Content
--------
-The engine classifies text by lexer state and builds the batch content from it:
+Most 0.33 tool families are a `ParserEngineConfig`: terminals, a transition table
+`(state, terminal) -> (next state, events)` and the event each state gives plain text. A
+family here is the same data (`EngineSpec`), plus its argument format. This module turns the
+spec into a `_machine.Table` and reproduces what vLLM's `ParserEngine` does with the events
+when its tool adapter parses reasoning-free content (`extract_tool_calls_from_content`, the
+batch path derender uses: text only, starting in CONTENT).
 
-* content before the first tool event (a call slot opening) is content; content after it is
-  *deferred*: dropped when any call slot was *announced*, kept (appended) when none was. A
-  slot is announced when the engine sends its name, which it does for any non-empty name
-  (its own or a `"name": "..."` in its body), also one that is only whitespace and so is
-  dropped afterwards;
-* with a call returned, the content is `.strip()`ped; with a call slot but none returned, a
-  whitespace-only content is None; without any call slot the content is verbatim.
-* tool_choice="none" (with tools) makes the engine ignore every tool event: the content is all
-  text outside call markup, verbatim (`Run.suppress`; no hold, no deferral, no strip).
+Events
+------
+* TEXT (content): before the first tool event it is content; after it, it is *deferred*:
+  kept when no call slot is ever announced, dropped otherwise. vLLM announces a slot when it
+  sends its name, which it does for any non-empty (and, with `validate_tool_names`, declared)
+  name: the slot's own name text, or a `"name": "..."` found in its arguments.
+* CALL_START opens a slot; NAME text is the slot's name; ARG text is argument text (marker
+  literals included where the transition says so); CALL_END closes the slot.
+* Reasoning text is dropped (this is the tool pass); markers without a transition are text of
+  the current state; the tokenizer's other special tokens are dropped.
+* End of output: an open slot is closed, as vLLM's `finish()` does.
 
-Streaming keeps this exact except for one case (see `ContentHold`): whitespace at the very
-start of the content, followed by other text and then a returned call, is streamed (vLLM's
-batch strips it; its stream keeps it too). Trailing whitespace before a call is held back, so
-the common "Let me check.\\n\\n<tool_call>" case streams exactly the batch content.
+Batch content (`_strip_content_whitespace` and `_events_to_delta`): with a call returned, the
+content is stripped (`strip_content_ws_with_tools`) or, when it is only whitespace, dropped
+(`drop_ws_only_content_before_tools`); with slots but no call, a whitespace-only content is
+None; without slots the content is verbatim. tool_choice="none" with tools
+(`suppress_calls`) ignores every tool event: all text outside call markup is content, verbatim.
 
-State use (documented here for the families using it): `pending` is the whitespace run held
-back at the end of the content before the first tool event (bounded by MAX_HELD_CHARS: a
-longer run is streamed, a divergence only when a call or an empty call slot follows it);
-`deferred` is the content after the first tool event (bounded by MAX_TOOL_CALL_CHARS with the
-in-flight call); `announced` is "a call slot was announced"; `flag` is "non-whitespace content
-emitted".
+Calls (`_build_extracted_result`): a slot with neither name nor arguments is skipped; the
+name is stripped; a slot whose name is empty takes the name (and arguments) of its body read
+as a `{"name", "arguments"}` JSON object; the arguments are the family's conversion of the
+raw argument text ("{}" when blank), coerced to the tool's schema types; a name that is
+empty (or undeclared, with `validate_tool_names`) drops the slot.
 
-Argument types
---------------
-`fix_arg_types` reproduces the engine's `_fix_arg_types`: string values (and other scalars)
-of a call's JSON object arguments are coerced to the tool's JSON schema types, recursing into
-`properties` / `items`; the arguments string is re-serialised only when a value changed.
+Streaming
+---------
+A named call commits when its name is complete (the slot leaves NAME): its id and name are
+sent and its arguments stream through the family's `ArgFormat`. A slot without a usable name
+holds its raw arguments (bounded by the tool-call limit) until a `"name": "..."` appears in
+them, or decides at its end as the batch rule does. Content before the first tool event
+streams, holding back what the whitespace rules may still drop: trailing whitespace
+(stripping families), or a whitespace-only prefix. Content after it is held in `deferred`.
+
+Divergences from vLLM's batch (stream == our batch instead), each because the text had
+already streamed before it could be known: whitespace at the very start of the content,
+followed by other content and then a returned call, is kept (vLLM strips it; its own stream
+keeps it too); a held whitespace run longer than MAX_HELD_CHARS is streamed. The argument
+formats document their own.
 """
 
 from __future__ import annotations
 
-import json
-import math
+import dataclasses
+import enum
+import functools
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-from parsers._base import MAX_HELD_CHARS
-from parsers.tools._base import Run, is_json, json_dumps, json_loads
+from parsers._base import MAX_HELD_CHARS, Vocab
+from parsers._errors import StateError
+from parsers._state import JsonState
+from parsers.tools._args import ArgFormat
+from parsers.tools._base import is_json, json_dumps, json_loads
+from parsers.tools._legacy_engine import _TYPE_ALIASES, _tool_properties, fix_arg_types, schema_types
+from parsers.tools._machine import (
+    EOS,
+    TEXT,
+    CallState,
+    Run,
+    Step,
+    Table,
+    TableToolParser,
+    ToolStreamState,
+)
 
 __all__ = [
+    "S",
+    "Ev",
+    "Tr",
+    "EngineSpec",
+    "EngineExt",
+    "EngineCall",
+    "EngineToolParser",
     "WS",
-    "ContentHold",
-    "coerce_to_schema_type",
-    "fix_arg_types",
-    "name_and_args_from_json",
     "name_in_args",
-    "schema_types",
+    "name_and_args_from_json",
+    "string_only",
 ]
 
 
-class ContentHold:
-    """The engine's content rules over a `Run` (see the module docstring)."""
+class S(enum.StrEnum):
+    """vLLM's ParserState."""
 
-    @staticmethod
-    def before_event(run: Run, text: str) -> None:
-        """Content before the first tool event: stream it, holding back trailing whitespace."""
-        if not text:
-            return
-        if run.suppress:  # no call can follow, so no whitespace rule applies
-            run.content(text)
-            return
-        body = text.rstrip()
-        if not body:
-            run.pending += text
-        else:
-            run.content(run.pending + body)
-            run.pending = text[len(body) :]
-            run.flag = True
-        if len(run.pending) > MAX_HELD_CHARS:  # documented bound: stream an overlong run
-            run.content(run.pending)
-            run.pending = ""
-
-    @staticmethod
-    def after_event(run: Run, text: str) -> None:
-        """Content after the first tool event: deferred until a call slot is announced
-        (dropped) or the output ends without one (kept)."""
-        if run.suppress:  # calls are ignored: nothing is deferred or dropped
-            run.content(text)
-        elif run.n_calls == 0 and not run.announced:
-            run.deferred += text
-
-    @staticmethod
-    def announce(run: Run) -> None:
-        """A call slot was announced but is not returned: deferred content is dropped."""
-        run.announced = True
-        run.deferred = ""
-
-    @staticmethod
-    def end_before_event(run: Run) -> None:
-        """End of an output that never opened a call slot: held whitespace is content."""
-        run.content(run.pending)
-        run.pending = ""
-
-    @staticmethod
-    def end_after_event(run: Run) -> None:
-        """End of an output with call slots and no call returned: the content is kept unless
-        it is only whitespace (deferred content only when no slot was announced)."""
-        if run.n_calls == 0:
-            kept = run.pending + run.deferred
-            if run.flag or kept.strip():
-                run.content(kept)
-        run.pending = run.deferred = ""
+    CONTENT = "content"
+    REASONING = "reasoning"
+    HEADER = "message_header"
+    PREAMBLE = "tool_preamble"
+    NAME = "tool_name"
+    ARGS = "tool_args"
+    BETWEEN = "tool_between"
 
 
-# -- names ---------------------------------------------------------------------------------
+TOOL_STATES = frozenset({S.PREAMBLE, S.NAME, S.ARGS, S.BETWEEN})
+PLAIN_STATES = frozenset({S.CONTENT, S.REASONING})
+
+
+class Ev(enum.Enum):
+    """vLLM's EventType."""
+
+    TEXT = "text"
+    REASONING_START = "reasoning_start"
+    REASONING = "reasoning"
+    REASONING_END = "reasoning_end"
+    CALL_START = "call_start"
+    NAME = "name"
+    ARG = "arg"
+    CALL_END = "call_end"
+
+
+TOOL_EVENTS = frozenset({Ev.CALL_START, Ev.NAME, Ev.ARG, Ev.CALL_END})
+REASONING_EVENTS = frozenset({Ev.REASONING_START, Ev.REASONING_END})
+
+
+@dataclass(frozen=True, slots=True)
+class Tr:
+    """A transition: the next state and the events it emits (each carries the marker)."""
+
+    next: S
+    events: tuple[Ev, ...] = ()
+
+
+DEFAULT_CONTENT_EVENTS: Mapping[S, Ev] = {
+    S.CONTENT: Ev.TEXT,
+    S.REASONING: Ev.REASONING,
+    S.NAME: Ev.NAME,
+    S.ARGS: Ev.ARG,
+}
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """One family's `ParserEngineConfig`, as far as tool extraction from content sees it."""
+
+    terminals: Mapping[str, str | tuple[str, ...]]
+    transitions: Mapping[tuple[S, str], Tr]
+    content_events: Mapping[S, Ev] = field(default_factory=lambda: dict(DEFAULT_CONTENT_EVENTS))
+    strip_content_ws_with_tools: bool = True
+    drop_ws_only_content_before_tools: bool = True
+    validate_tool_names: bool = False
+    # Special tokens that are not terminals but must not be dropped either.
+    preserve_tokens: frozenset[str] = frozenset()
+
+    def literal_terminals(self) -> dict[str, str]:
+        """Every spelling of every terminal -> the terminal's name."""
+        out: dict[str, str] = {}
+        for name, value in self.terminals.items():
+            for literal in (value,) if isinstance(value, str) else value:
+                out[literal] = name
+        return out
+
+    def reasoning_markup(self) -> frozenset[str]:
+        """Terminals `skip_reasoning_parsing` turns into text: vLLM's
+        `_compute_reasoning_markup_terminals` (reasoning-exclusive markers only)."""
+        markers = {
+            terminal
+            for (state, terminal), tr in self.transitions.items()
+            if S.REASONING in (state, tr.next) and tr.next not in TOOL_STATES
+        }
+        for (state, terminal), tr in self.transitions.items():
+            if terminal in markers and (
+                state not in PLAIN_STATES
+                or tr.next not in PLAIN_STATES
+                or not REASONING_EVENTS.issuperset(tr.events)
+            ):
+                return frozenset()
+        return frozenset(markers)
+
+
+# -- state ---------------------------------------------------------------------------------
+
+
+class Mode(enum.StrEnum):
+    NAME = "name"  # reading the name
+    ARGS = "args"  # committed: arguments stream through the format
+    FIND = "find"  # empty name: raw arguments held in `raw` until a `"name": "..."` shows
+    HOLD = "hold"  # blank name: raw arguments held in `raw`, decided at the end as JSON
+    SKIP = "skip"  # dropped (an undeclared name): its text is ignored
+
+
+@dataclass(frozen=True, slots=True)
+class EngineCall(CallState):
+    mode: Mode = Mode.NAME
+
+
+@dataclass(frozen=True, slots=True)
+class EngineExt(JsonState):
+    """The engine's content bookkeeping (see the module docstring).
+
+    ws:        whitespace held at the end of the content before the first tool event.
+    nonws:     non-whitespace content was emitted.
+    tool_seen: the first tool event happened (later content is deferred).
+    deferred:  content after the first tool event, held until a slot is announced (then
+               dropped) or the output ends (then kept).
+    announced: a slot was announced.
+    slots:     slots opened.
+    """
+
+    ws: str = ""
+    nonws: bool = False
+    tool_seen: bool = False
+    deferred: str = ""
+    announced: bool = False
+    slots: int = 0
+
+    def held_chars(self) -> int:
+        return len(self.ws) + len(self.deferred)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineState(ToolStreamState):
+    call: EngineCall | None = None
+    ext: EngineExt = EngineExt()
+
+
+@functools.cache
+def engine_state_class(args_state: type[JsonState]) -> type[EngineState]:
+    """The state class of a family whose argument format keeps `args_state`."""
+    call = dataclasses.make_dataclass(
+        f"EngineCall_{args_state.__name__}",
+        [("args", args_state | None, dataclasses.field(default=None))],
+        bases=(EngineCall,),
+        frozen=True,
+        slots=True,
+    )
+    state = dataclasses.make_dataclass(
+        f"EngineState_{args_state.__name__}",
+        [("call", call | None, dataclasses.field(default=None))],
+        bases=(EngineState,),
+        frozen=True,
+        slots=True,
+    )
+    state.call_class = call  # type: ignore[attr-defined]
+    return state
+
+
+# -- the parser ----------------------------------------------------------------------------
+
+
+class EngineToolParser(TableToolParser):
+    """A family on vLLM's parser engine: subclasses set `name`, `spec` and `args_state`, and
+    implement `arg_format(name)` (and may override the name hooks)."""
+
+    spec: ClassVar[EngineSpec]
+    args_state: ClassVar[type[JsonState]]
+    initial_phase: ClassVar[str] = S.CONTENT
+
+    def __init__(
+        self,
+        vocab: Vocab | None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        max_call_chars: int | None = None,
+        special_tokens: Iterable[str] = (),
+        skip_reasoning_parsing: bool = False,
+    ) -> None:
+        """`special_tokens`: the tokenizer's `all_special_tokens`, dropped from text like
+        vLLM's engine drops special tokens that are not terminals. `skip_reasoning_parsing`:
+        reasoning-exclusive markers are text, as vLLM's serving layer sets when no reasoning
+        parser is configured."""
+        super().__init__(vocab, tools, max_call_chars=max_call_chars)
+        literals = self.spec.literal_terminals()
+        drops = frozenset(special_tokens) - set(literals) - self.spec.preserve_tokens
+        self.table = _build_table(type(self), drops, skip_reasoning_parsing)
+        self.state_class = engine_state_class(self.args_state)
+        self._tool_names = _tool_names(self.tools)
+        self._properties: dict[str, Mapping[str, Any]] = {}
+
+    @classmethod
+    def state_type(cls) -> type[ToolStreamState]:
+        return engine_state_class(cls.args_state)
+
+    def tool_properties(self, name: str) -> Mapping[str, Any]:
+        """The `properties` of tool `name`'s parameters ({} without tools: no coercion)."""
+        found = self._properties.get(name)
+        if found is None:
+            found = _tool_properties(self.tools, name) if self.tools and name else {}
+            if not isinstance(found, Mapping):
+                found = {}
+            self._properties[name] = found
+        return found
+
+    def coerce(self, args_json: str, name: str) -> str:
+        """vLLM's `_fix_arg_types`: values coerced to the tool's schema types."""
+        return fix_arg_types(args_json, name, self.tools)
+
+    # -- family hooks ----------------------------------------------------------------------
+
+    def arg_format(self, name: str) -> ArgFormat:
+        """The argument format of a call committed under `name`."""
+        raise NotImplementedError
+
+    def batch_arguments(self, raw: str, name: str) -> str:
+        """The batch rule for a call decided whole (held): the family's conversion of the
+        raw argument text, before coercion. Default: run the format over it."""
+        fmt = self.arg_format(name)
+        state = fmt.start(name)
+        state, out, _ = fmt.feed(state, raw)
+        _, tail = fmt.end(state)
+        return out + tail
+
+    def commit_name(self, raw_name: str) -> str:
+        """The name a slot's name text commits under (vLLM strips it)."""
+        return raw_name.strip()
+
+    def announces(self, raw_name: str) -> bool:
+        """Whether vLLM sends (announces) this name text when the slot leaves its name."""
+        return self.accepts(raw_name)
+
+    def accepts(self, name: str) -> bool:
+        """vLLM's `_accept_tool_name`."""
+        if not name:
+            return False
+        if not self.spec.validate_tool_names or not self.tools:
+            return True
+        return name in self._tool_names
+
+    def check_ext(self, state: ToolStreamState) -> None:
+        ext = state.ext
+        if not isinstance(ext, EngineExt) or ext.slots < 0:
+            raise StateError(f"{self.name}: bad engine state")
+        if state.call is not None and state.phase not in TOOL_STATES:
+            raise StateError(f"{self.name}: a call outside the tool states")
+
+    def held_chars(self, state: ToolStreamState) -> int:
+        ext = state.ext
+        return super().held_chars(state) + (ext.held_chars() if isinstance(ext, EngineExt) else 0)
+
+
+# -- the table built from the spec ------------------------------------------------------------
+
+
+@functools.cache
+def _build_table(
+    cls: type[EngineToolParser], drops: frozenset[str], skip_reasoning: bool
+) -> Table:
+    spec = cls.spec
+    literals = spec.literal_terminals()
+    neutral = spec.reasoning_markup() if skip_reasoning else frozenset()
+    steps: dict[tuple[str, str], Step] = {}
+    for state in S:
+        steps[(state, TEXT)] = Step(_state_text)
+        steps[(state, EOS)] = Step(_end_of_output)
+        for literal in drops:
+            steps[(state, literal)] = Step(_ignore)
+    for (state, terminal), tr in spec.transitions.items():
+        if terminal in neutral:
+            continue  # the marker stays text of the state
+        for literal, name in literals.items():
+            if name == terminal:
+                steps[(state, literal)] = Step(_transition(tr))
+    return Table(tuple(S), (*literals, *drops), steps)
+
+
+def _ignore(run: Run, text: str) -> None:
+    """A special token that is no terminal: vLLM's engine drops it."""
+
+
+def _state_text(run: Run, text: str) -> None:
+    _emit(run, run.parser.spec.content_events.get(S(run.phase)), text)
+
+
+def _transition(tr: Tr) -> Callable[[Run, str], None]:
+    def apply(run: Run, literal: str) -> None:
+        run.phase = tr.next
+        for event in tr.events:
+            _emit(run, event, literal)
+
+    return apply
+
+
+def _end_of_output(run: Run, text: str) -> None:
+    """vLLM's `finish()`: an open slot is closed; then the content rules decide what is left."""
+    if run.phase in TOOL_STATES:
+        if run.ext.slots:
+            _emit(run, Ev.CALL_END, "")
+        run.phase = S.CONTENT
+    elif run.phase == S.REASONING:
+        run.phase = S.CONTENT
+    _content_at_end(run)
+
+
+# -- events ------------------------------------------------------------------------------------
+
+
+def _emit(run: Run, event: Ev | None, value: str) -> None:
+    if event is None or event in REASONING_EVENTS or event is Ev.REASONING:
+        return
+    if event is Ev.TEXT:
+        _content(run, value)
+        return
+    if run.suppress:
+        return
+    if not run.ext.tool_seen:
+        run.ext = run.ext.replace(tool_seen=True)
+    if event is Ev.CALL_START:
+        _open_slot(run)
+    elif event is Ev.NAME:
+        _name_text(run, value)
+    elif event is Ev.ARG:
+        _arg_text(run, value)
+    else:
+        _close_slot(run)
+
+
+def _open_slot(run: Run) -> None:
+    if run.call is not None:  # vLLM starts a new slot; the old one stays as it is
+        _close_slot(run)
+    run.ext = run.ext.replace(slots=run.ext.slots + 1)
+    run.call = run.parser.state_class.call_class()
+
+
+def _slot(run: Run) -> EngineCall:
+    if run.call is None:  # ARG/NAME/END without a CALL_START: vLLM's slot -1 / fresh slot
+        _open_slot(run)
+    return run.call
+
+
+def _name_text(run: Run, text: str) -> None:
+    call = _slot(run)
+    if call.mode is Mode.NAME:
+        run.call = call.replace(name=call.name + text)
+
+
+def _arg_text(run: Run, text: str) -> None:
+    call = _slot(run)
+    if call.mode is Mode.NAME:
+        call = _leave_name(run, call)
+    if call.mode is Mode.ARGS:
+        _feed_args(run, call, text)
+    elif call.mode is Mode.FIND and text:
+        _find_name(run, call, text)
+    elif call.mode is Mode.HOLD and text:
+        run.call = call.replace(raw=call.raw + text)
+
+
+def _leave_name(run: Run, call: EngineCall) -> EngineCall:
+    """The slot's name is complete: commit, announce, or hold for a name in the body."""
+    parser: EngineToolParser = run.parser
+    name = parser.commit_name(call.name)
+    if parser.announces(call.name):
+        _announce(run)
+    if parser.accepts(name):
+        return _commit(run, call, name)
+    mode = Mode.SKIP if name else Mode.HOLD if call.name else Mode.FIND
+    call = call.replace(mode=mode)
+    run.call = call
+    return call
+
+
+def _commit(run: Run, call: EngineCall, name: str, replay: str = "") -> EngineCall:
+    parser: EngineToolParser = run.parser
+    call = call.replace(name=name, mode=Mode.ARGS, raw="", args=parser.arg_format(name).start(name))
+    run.call = call
+    run.start_call(name)
+    call = run.call
+    if replay:
+        _feed_args(run, call, replay)
+    return run.call
+
+
+def _feed_args(run: Run, call: EngineCall, text: str) -> None:
+    fmt = run.parser.arg_format(call.name)
+    args, out, _ = fmt.feed(call.args, text)
+    run.call = call.replace(args=args)
+    run.args(out)
+
+
+def _find_name(run: Run, call: EngineCall, text: str) -> None:
+    """A nameless slot: vLLM takes the first `"name": "..."` of its arguments as its name
+    (announced as found; the batch then strips it, and a blank one falls back to JSON)."""
+    raw = call.raw + text
+    found = name_in_args(raw)
+    parser: EngineToolParser = run.parser
+    if not (found and parser.accepts(found)):
+        run.call = call.replace(raw=raw)
+        return
+    _announce(run)
+    name = found.strip()
+    if parser.accepts(name):
+        _commit(run, call.replace(raw=""), name, replay=raw)
+    else:
+        run.call = call.replace(raw=raw, mode=Mode.HOLD)
+
+
+def _close_slot(run: Run) -> None:
+    call = run.call
+    if call is None:
+        return
+    if call.mode is Mode.NAME:
+        call = _leave_name(run, call)
+    if call.mode is Mode.ARGS:
+        fmt = run.parser.arg_format(call.name)
+        _, out = fmt.end(call.args)
+        run.args(out)
+    elif call.mode in (Mode.FIND, Mode.HOLD) and call.raw.strip():
+        _decide_held(run, call.raw)
+    run.call = None
+
+
+def _decide_held(run: Run, raw: str) -> None:
+    """A slot without a usable name, at its end: the body as a `{"name", ...}` object."""
+    parser: EngineToolParser = run.parser
+    name, arguments = name_and_args_from_json(raw)
+    if isinstance(name, str) and parser.accepts(name):
+        _announce(run)
+        run.emit_call(name, parser.coerce(arguments, name))
+
+
+def _announce(run: Run) -> None:
+    run.ext = run.ext.replace(announced=True, deferred="")
+
+
+# -- content ---------------------------------------------------------------------------------
+
+
+def _content(run: Run, text: str) -> None:
+    if not text:
+        return
+    ext: EngineExt = run.ext
+    if run.suppress:
+        run.content(text)
+    elif ext.tool_seen:
+        if not ext.announced:
+            run.ext = ext.replace(deferred=ext.deferred + text)
+    else:
+        _content_before_tools(run, ext, text)
+
+
+def _content_before_tools(run: Run, ext: EngineExt, text: str) -> None:
+    """Stream, holding back what the whitespace rules may still drop (module docstring)."""
+    spec = run.parser.spec
+    if not spec.strip_content_ws_with_tools and (ext.nonws or not spec.drop_ws_only_content_before_tools):
+        run.content(ext.ws + text)
+        run.ext = ext.replace(ws="", nonws=True)
+        return
+    body = text.rstrip() if spec.strip_content_ws_with_tools else text
+    if not body.strip():
+        ws = ext.ws + text
+    else:
+        run.content(ext.ws + body)
+        ws = text[len(body):]
+        ext = ext.replace(nonws=True)
+    if len(ws) > MAX_HELD_CHARS:  # documented bound: an overlong run streams
+        run.content(ws)
+        ws = ""
+    run.ext = ext.replace(ws=ws)
+
+
+def _content_at_end(run: Run) -> None:
+    """What the batch keeps of the held whitespace and the deferred content (which is only
+    ever non-empty when no slot was announced)."""
+    ext: EngineExt = run.ext
+    spec = run.parser.spec
+    kept = ext.ws + ext.deferred
+    if not ext.tool_seen:
+        run.content(kept)
+    elif run.n_calls and spec.strip_content_ws_with_tools:
+        run.content((kept if ext.nonws else kept.lstrip()).rstrip())
+    elif ext.nonws or kept.strip() or not spec.drop_ws_only_content_before_tools:
+        run.content(kept)
+    run.ext = ext.replace(ws="", deferred="")
+
+
+# -- names and bodies ------------------------------------------------------------------------
 
 # Unicode White_Space run: what `\s*` means in the `regex` module vLLM's patterns use
 # (Python's `re` would also match U+001C..U+001F).
@@ -125,11 +587,10 @@ def name_in_args(raw: str) -> str:
 
 
 def name_and_args_from_json(raw: str) -> tuple[Any, str]:
-    """(name, arguments) of a raw body that should be a `{"name", "arguments"}` object.
-
-    Not JSON, or not an object: no name, the stripped body as arguments. The arguments are
-    `arguments` (else `parameters`): a string verbatim, anything else `json.dumps`; with
-    neither, the object without `name`. The name may be any JSON value (callers check)."""
+    """vLLM's `_extract_name_and_args`: (name, arguments) of a raw body read as a
+    `{"name", "arguments"}` object. Not JSON, or not an object: no name, the stripped body.
+    The arguments are `arguments` (else `parameters`): a string verbatim, anything else
+    `json.dumps`; with neither, the object without `name`. The name may be any JSON value."""
     body = raw.strip()
     obj = json_loads(body)
     if not is_json(obj) or not isinstance(obj, dict):
@@ -142,159 +603,21 @@ def name_and_args_from_json(raw: str) -> tuple[Any, str]:
     return name, json_dumps({k: v for k, v in obj.items() if k != "name"})
 
 
-# -- schema-driven argument types ------------------------------------------------------------
-
-_TYPE_ALIASES = {
-    **dict.fromkeys(("str", "text", "varchar", "char", "enum"), "string"),
-    **dict.fromkeys(
-        ("int", "int32", "int64", "uint", "uint32", "uint64", "long", "short", "unsigned"),
-        "integer",
-    ),
-    **dict.fromkeys(("float", "float32", "float64", "double"), "number"),
-    "bool": "boolean",
-    "dict": "object",
-    **dict.fromkeys(("arr", "list", "sequence"), "array"),
-}
-_PRIORITY = ("null", "integer", "number", "boolean", "object", "array", "string")
-_NO_VALUE = object()
+def string_only(properties: Mapping[str, Any], key: str) -> bool:
+    """Whether coercion leaves a string value of member `key` as it is: the schema does not
+    describe it, or its types are exactly "string" (aliases included)."""
+    prop = properties.get(key)
+    if not isinstance(prop, dict):
+        return True
+    types = {_TYPE_ALIASES.get(k, k) for t in schema_types(prop) for k in [t.strip().lower()]}
+    return types == {"string"}
 
 
-def _finite_json(value: Any) -> bool:
-    """Whether `value` serialises to valid JSON (no NaN / Infinity anywhere)."""
-    try:
-        json.dumps(value, allow_nan=False)
-    except (ValueError, TypeError):
-        return False
-    return True
-
-
-def schema_types(schema: Any) -> list[str]:
-    """Every type a JSON schema allows (`type`, `enum` values, any/one/allOf); ["string"]
-    when it says nothing."""
-    if not isinstance(schema, dict):
-        return ["string"]
-    types: set[str] = set()
-    declared = schema.get("type")
-    if isinstance(declared, str):
-        types.add(declared)
-    elif isinstance(declared, list):
-        types.update(t for t in declared if isinstance(t, str))
-    enum = schema.get("enum")
-    if isinstance(enum, list):
-        types.update(_json_type(v) for v in enum)
-    for choice in ("anyOf", "oneOf", "allOf"):
-        if isinstance(schema.get(choice), list):
-            for sub in schema[choice]:
-                types.update(schema_types(sub))
-    return list(types) if types else ["string"]
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "string"
-
-
-def _as_type(value: str, kind: str) -> Any:
-    """`value` as JSON-schema type `kind`, or _NO_VALUE when it does not convert."""
-    if kind == "null":
-        return None if value.lower() == "null" else _NO_VALUE
-    if kind == "string":
-        return value
-    if kind in ("integer", "number"):
-        try:
-            return int(value)
-        except ValueError:
-            if kind == "integer":
-                return _NO_VALUE
-        try:
-            number = float(value)
-        except ValueError:
-            return _NO_VALUE
-        if not math.isfinite(number):
-            return _NO_VALUE
-        return number if number != int(number) else int(number)
-    if kind == "boolean":
-        word = value.lower().strip()
-        return True if word in ("true", "1") else False if word in ("false", "0") else _NO_VALUE
-    parsed = json_loads(value)  # object / array: any finite JSON value is taken
-    return parsed if is_json(parsed) and _finite_json(parsed) else _NO_VALUE
-
-
-def coerce_to_schema_type(value: str, types: Sequence[str]) -> Any:
-    """A raw string as the first schema type (null > integer > number > boolean > object >
-    array > string) it converts to; else any finite JSON it decodes to; else itself."""
-    wanted = {_TYPE_ALIASES.get(k, k) for t in types for k in [t.strip().lower()]}
-    for kind in _PRIORITY:
-        if kind in wanted:
-            converted = _as_type(value, kind)
-            if converted is not _NO_VALUE:
-                return converted
-    parsed = json_loads(value)
-    return parsed if is_json(parsed) and _finite_json(parsed) else value
-
-
-def _coerce(value: Any, schema: dict) -> tuple[Any, bool]:
-    """(value coerced to `schema`, whether it changed). Dicts and lists change in place."""
-    if isinstance(value, str):
-        coerced = coerce_to_schema_type(value, schema_types(schema))
-        return coerced, coerced is not value
-    if isinstance(value, dict):
-        nested = schema.get("properties")
-        return value, isinstance(nested, dict) and _coerce_members(value, nested)
-    if isinstance(value, list):
-        items = schema.get("items")
-        changed = False
-        if isinstance(items, dict):
-            for i, item in enumerate(value):
-                value[i], item_changed = _coerce(item, items)
-                changed |= item_changed
-        return value, changed
-    coerced = coerce_to_schema_type(json_dumps(value), schema_types(schema))
-    if type(coerced) is not type(value) or coerced != value:
-        return coerced, True
-    return value, False
-
-
-def _coerce_members(args: dict, properties: Mapping[str, Any]) -> bool:
-    changed = False
-    for key, value in args.items():
-        prop = properties.get(key)
-        if isinstance(prop, dict):
-            args[key], member_changed = _coerce(value, prop)
-            changed |= member_changed
-    return changed
-
-
-def _tool_properties(tools: Sequence[Mapping[str, Any]], name: str) -> Any:
+def _tool_names(tools: Sequence[Mapping[str, Any]]) -> frozenset[str]:
+    names = set()
     for tool in tools:
-        if tool.get("type", "function") != "function":
-            continue
         function = tool.get("function")
-        if isinstance(function, Mapping) and function.get("name") == name:
-            parameters = function.get("parameters") or {}
-            return parameters.get("properties", {}) if isinstance(parameters, Mapping) else {}
-    return {}
-
-
-def fix_arg_types(args_json: str, name: str, tools: Sequence[Mapping[str, Any]]) -> str:
-    """The call's arguments with values coerced to the tool's schema (see module docstring)."""
-    if not tools or not name:
-        return args_json
-    args = json_loads(args_json)
-    if not is_json(args) or not isinstance(args, dict):
-        return args_json
-    properties = _tool_properties(tools, name)
-    if not properties or not isinstance(properties, Mapping):
-        return args_json
-    return json_dumps(args) if _coerce_members(args, properties) else args_json
+        if tool.get("type", "function") == "function" and isinstance(function, Mapping):
+            if isinstance(function.get("name"), str):
+                names.add(function["name"])
+    return frozenset(names)

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from parsers.tools._base import Phase, Run, is_json, json_raw_decode
-from parsers.tools._engine import ContentHold, fix_arg_types
+from parsers.tools._legacy_engine import ContentHold, fix_arg_types
 
 if TYPE_CHECKING:  # the handlers run on MistralToolParser, which imports this module
     from parsers.tools.mistral import MistralToolParser

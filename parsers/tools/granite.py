@@ -21,7 +21,7 @@ reproduced here (`extract_tool_calls`):
   falls back to the decoded object's `arguments` (else `parameters`, else the object without
   `name`; a string verbatim), or the raw text when it is not JSON; then values are coerced to
   the tool's schema types (`_engine.fix_arg_types`);
-* content follows the engine rules of `parsers.tools._engine` (the first tool event is a
+* content follows the engine rules of `parsers.tools._legacy_engine` (the first tool event is a
   call's `{`, not the marker).
 
 Streaming: content streams as it arrives (a possible marker start and trailing whitespace
@@ -50,7 +50,7 @@ from parsers.tools._base import (
     find_marker,
     marker_prefix_len,
 )
-from parsers.tools._engine import (
+from parsers.tools._legacy_engine import (
     ContentHold,
     fix_arg_types,
     name_and_args_from_json,

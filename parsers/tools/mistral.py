@@ -30,7 +30,7 @@ pre-v11 marker is preceded by prose and no call can be decoded, vLLM's batch ret
 the stripped segment, dropping the prose the model wrote before the marker; that prose was
 already streamed, so ours returns prose + segment (as vLLM's own stream does).
 tool_choice "none" (with tools, `with_calls_suppressed()`): pre-v11 the whole output is
-content, as is; v11+ the engine rule of `parsers.tools._engine` (markup dropped, the rest
+content, as is; v11+ the engine rule of `parsers.tools._legacy_engine` (markup dropped, the rest
 verbatim). Not covered: the pre-v11 "required"/named tool_choice bare-array path.
 """
 

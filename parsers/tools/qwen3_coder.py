@@ -1,4 +1,4 @@
-"""Qwen3-Coder XML tool calls (vLLM names `qwen3_coder` and `qwen3_xml`):
+"""Qwen3-Coder XML tool calls (vLLM names `qwen3_coder`, `qwen3_xml`), on vLLM's parser engine:
 
     <tool_call>
     <function=get_weather>
@@ -8,232 +8,207 @@
     </function>
     </tool_call>
 
-vLLM 0.33 runs this format on its parser engine (`Qwen3EngineToolParser`, config
-`vllm/parser/qwen3.py`). Batch semantics reproduced here (`extract_tool_calls`):
+Spec: vLLM 0.33 `qwen3_config` (`vllm/parser/qwen3.py`), run by `_engine` as its tool adapter
+does. Arguments (`_qwen3_arg_converter`, then `_fix_arg_types`): every
+`<parameter=NAME>VALUE` ended by `</parameter>` or by the next `<parameter=` (whitespace
+allowed inside the tags, as vLLM's regex does); NAME verbatim; VALUE loses one leading and
+one trailing newline; the object is `json.dumps`ed and values are coerced to the tool's
+schema types.
 
-* the text is lexed left to right into the literals `<tool_call>`, `</tool_call>`,
-  `<function=`, `</function>`, `<parameter=`, `</parameter>`, `<think>`, `</think>`, `>`;
-  the lexer state decides what text means:
-  - content: `<tool_call>` opens a call slot (preamble), `<function=` opens one directly
-    (function name), `</think>` is dropped (kept with `think_end_is_content`, as vLLM's
-    serving layer does without a reasoning parser), anything else is content;
-  - preamble: `<function=` starts the name, `</tool_call>` closes the empty slot; text dropped;
-  - name: text (and any other literal) up to `>`; `</function>`, `</tool_call>`,
-    `<tool_call>`, `<function=` end the call without arguments;
-  - arguments: everything up to `</function>` or the next `<function=` (so `</tool_call>`
-    inside an unclosed function is argument text), or the end of the output;
-  - between calls: `</tool_call>` returns to content, `<tool_call>` / `<function=` open
-    another slot; text dropped;
-* parameters are every `<parameter=NAME>VALUE` ended by `</parameter>` or the next
-  `<parameter=` (an unterminated last value is dropped); NAME is kept verbatim, VALUE loses one
-  leading and one trailing newline; a repeated NAME keeps its first position and last value;
-  values are strings, then coerced to the tool's schema types (`_engine.fix_arg_types`:
-  integer/number/boolean/object/array/null, falling back to any finite JSON the text decodes
-  to, else the string); arguments are `json.dumps(..., ensure_ascii=False)`;
-* a call's name is stripped; an empty name falls back to a `"name": "..."` in the body, then
-  to the body as a `{"name", "arguments"}` JSON object; a call without a name is dropped;
-* content follows the engine rules of `parsers.tools._engine`.
+Streaming (`ParamArgs`): a value whose schema type is only "string" (or that the schema does
+not mention) streams as it is read, holding back one trailing newline and a possible closing
+tag; any other value is held until it ends, then coerced. State: the open tag or value tail,
+never the value text already sent.
 
-Streaming: content streams as it arrives (a possible literal start and trailing whitespace are
-held back); each call is buffered from `<function=` and emitted whole (name, id, arguments)
-when its end literal arrives or at the end of the output. State: `depth` is the offset in
-`buf` where the call's arguments start (0 while the function name is still open); `scan`
-resumes the literal search; `flag` / `pending` as documented in `_engine`.
-
-A call whose name is only whitespace (and whose body yields no name) is dropped, but like
-vLLM's engine, which announced it, the content after the first call slot is dropped too.
-
-Divergence from vLLM's batch (stream == our batch instead; test
-`test_qwen3_coder_divergence_leading_whitespace`): leading whitespace followed by other
-content and then a returned call is kept (vLLM strips it; it streamed before the call could
-be known); whitespace runs held back over MAX_HELD_CHARS are streamed likewise.
-Not covered: special tokens vLLM's engine removes from text when it has the tokenizer's
-`all_special_tokens` (our ToolParser has no such list; vLLM's parser keeps them without it).
+Divergences from vLLM's batch (stream == our batch instead; tests `test_qwen3_coder_*`):
+a streamed value that never ends (the call or the output stops first) is kept, where vLLM's
+batch drops the parameter; a repeated parameter is written twice (vLLM keeps the first
+position with the last value: `json.loads` of both gives the same object); and the engine's
+leading-whitespace rule (`_engine`).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from parsers._base import Vocab
-from parsers.tools._base import (
-    Phase,
-    Run,
-    StreamingToolParser,
-    find_marker,
-    json_dumps,
-    marker_prefix_len,
-)
-from parsers.tools._engine import (
-    WS,
-    ContentHold,
-    fix_arg_types,
-    name_and_args_from_json,
-    name_in_args,
-)
+import regex
 
-__all__ = ["Qwen3CoderToolParser", "qwen3_xml_arguments"]
+from parsers._state import JsonState
+from parsers.tools._args import json_string_body
+from parsers.tools._base import json_dumps
+from parsers.tools._engine import WS, EngineSpec, EngineToolParser, Ev, S, Tr, string_only
+from parsers.tools._legacy_engine import coerce_to_schema_type, schema_types
 
-TOOL_START = "<tool_call>"
-TOOL_END = "</tool_call>"
-FUNC_PREFIX = "<function="
-FUNC_END = "</function>"
-CLOSE = ">"
-THINK_END = "</think>"
-# Every literal the engine's lexer knows: a literal consumed whole hides the `>` inside it.
-LITERALS = (
-    TOOL_START, TOOL_END, FUNC_PREFIX, FUNC_END, "<parameter=", "</parameter>",
-    "<think>", THINK_END, CLOSE,
+__all__ = ["Qwen3CoderToolParser", "QWEN3_XML_SPEC", "ParamArgs", "ParamState"]
+
+TOOL_START, TOOL_END = "<tool_call>", "</tool_call>"
+FUNC_PREFIX, FUNC_END = "<function=", "</function>"
+
+_START = (Ev.REASONING_END, Ev.CALL_START)
+QWEN3_XML_SPEC = EngineSpec(
+    terminals={
+        "THINK_START": "<think>", "THINK_END": "</think>",
+        "TOOL_START": TOOL_START, "TOOL_END": TOOL_END,
+        "FUNC_PREFIX": FUNC_PREFIX, "FUNC_END": FUNC_END,
+        "PARAM_START": "<parameter=", "PARAM_END": "</parameter>", "CLOSE_ANGLE": ">",
+    },
+    transitions={
+        (S.REASONING, "THINK_START"): Tr(S.REASONING),
+        (S.REASONING, "THINK_END"): Tr(S.CONTENT, (Ev.REASONING_END,)),
+        (S.CONTENT, "THINK_END"): Tr(S.CONTENT),
+        (S.REASONING, "TOOL_START"): Tr(S.PREAMBLE, _START),
+        (S.CONTENT, "TOOL_START"): Tr(S.PREAMBLE, _START),
+        (S.CONTENT, "FUNC_PREFIX"): Tr(S.NAME, (Ev.CALL_START,)),
+        (S.PREAMBLE, "TOOL_END"): Tr(S.CONTENT, (Ev.CALL_END,)),
+        (S.PREAMBLE, "FUNC_PREFIX"): Tr(S.NAME),
+        (S.NAME, "CLOSE_ANGLE"): Tr(S.ARGS),
+        (S.NAME, "FUNC_END"): Tr(S.BETWEEN, (Ev.CALL_END,)),
+        (S.NAME, "TOOL_END"): Tr(S.CONTENT, (Ev.CALL_END,)),
+        (S.NAME, "TOOL_START"): Tr(S.PREAMBLE, (Ev.CALL_END, Ev.CALL_START)),
+        (S.NAME, "FUNC_PREFIX"): Tr(S.NAME, (Ev.CALL_END, Ev.CALL_START)),
+        (S.ARGS, "FUNC_END"): Tr(S.BETWEEN, (Ev.CALL_END,)),
+        (S.ARGS, "FUNC_PREFIX"): Tr(S.NAME, (Ev.CALL_END, Ev.CALL_START)),
+        (S.ARGS, "PARAM_START"): Tr(S.ARGS, (Ev.ARG,)),
+        (S.ARGS, "PARAM_END"): Tr(S.ARGS, (Ev.ARG,)),
+        (S.BETWEEN, "TOOL_END"): Tr(S.CONTENT),
+        (S.BETWEEN, "TOOL_START"): Tr(S.PREAMBLE, (Ev.CALL_START,)),
+        (S.BETWEEN, "FUNC_PREFIX"): Tr(S.NAME, (Ev.CALL_START,)),
+    },
 )  # fmt: skip
-ARGS_END = (FUNC_END, FUNC_PREFIX)
-# What follows a call ended by each literal (FUNC_PREFIX opens the next call at once).
-AFTER_CALL = {FUNC_END: Phase.BETWEEN, TOOL_END: Phase.AFTER, TOOL_START: Phase.BLOCK,
-              FUNC_PREFIX: Phase.CALL}  # fmt: skip
-
-_PARAMETER = re.compile(
-    rf"<{WS}parameter{WS}={WS}([^>]*)>(.*?)(?:<{WS}/{WS}parameter{WS}>|(?=<{WS}parameter{WS}=))",
-    re.DOTALL,
-)
 
 
-def _trim_newline(value: str) -> str:
-    value = value.removeprefix("\n")
-    return value.removesuffix("\n")
+# -- the argument format ------------------------------------------------------------------
+
+_HEADER = regex.compile(rf"<{WS}parameter{WS}={WS}([^>]*)>")
+_VALUE_END = regex.compile(rf"<{WS}/{WS}parameter{WS}>")
+_NEXT_HEADER = regex.compile(rf"<{WS}parameter{WS}=")
 
 
-def qwen3_xml_arguments(body: str) -> str:
-    """The JSON object of string parameters in a function body (before schema coercion)."""
-    params: dict[str, str] = {}
-    for found in _PARAMETER.finditer(body):
-        params[found.group(1)] = _trim_newline(found.group(2))
-    return json_dumps(params)
+class Where(enum.StrEnum):
+    BETWEEN = "between"  # outside a parameter: text is ignored, a header may start
+    VALUE = "value"  # inside a parameter's value
 
 
-class Qwen3CoderToolParser(StreamingToolParser):
-    """Phases: CONTENT (before any call slot) -> BLOCK (preamble) / CALL -> BETWEEN / AFTER."""
+@dataclass(frozen=True, slots=True)
+class ParamState(JsonState):
+    """buf: BETWEEN: a header still being read; VALUE: a possible end tag still being read.
+    key: the open parameter's name. stream: its value streams (else it is held in value).
+    started: a streamed value is past its first character; nl: a streamed value's trailing
+    newline is held. opened: the `{` was written."""
 
-    name: ClassVar[str] = "qwen3_coder"
+    where: Where = Where.BETWEEN
+    buf: str = ""
+    key: str = ""
+    stream: bool = False
+    value: str = ""
+    started: bool = False
+    nl: bool = False
+    opened: bool = False
 
-    def __init__(
-        self,
-        vocab: Vocab | None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        *,
-        think_end_is_content: bool = False,
-        max_call_chars: int | None = None,
-        special_tokens: Iterable[str] = (),
-    ):
-        """`think_end_is_content`: keep `</think>` in content verbatim, as vLLM's serving
-        layer does when no reasoning parser is configured (it sets the engine's
-        `skip_reasoning_parsing`); by default it is dropped, as `extract_tool_calls` does.
-        `special_tokens` (the tokenizer's `all_special_tokens`): dropped from content, as
-        vLLM's parser engine does with special tokens that are not the format's markers."""
-        super().__init__(vocab, tools, max_call_chars=max_call_chars)
-        self._content_targets: dict[str, Phase | None] = {
-            TOOL_START: Phase.BLOCK, FUNC_PREFIX: Phase.CALL,
-        }  # fmt: skip
-        if not think_end_is_content:
-            self._content_targets[THINK_END] = None
-        for token in special_tokens:
-            if token and token not in LITERALS and token != THINK_END:
-                self._content_targets.setdefault(token, None)
+    def held_chars(self) -> int:
+        return len(self.buf) + len(self.key) + len(self.value)
 
-    def _text_phase(
-        self,
-        run: Run,
-        targets: Mapping[str, Phase | None],
-        sink: Callable[[Run, str], None],
-        at_end: Callable[[Run], None],
-    ) -> bool:
-        """Text to `sink` up to the first of `targets` (None: drop the literal and stay)."""
-        markers = tuple(targets)
-        at, marker = find_marker(run.buf, markers)
-        if marker is None:
-            keep = 0 if run.eos else marker_prefix_len(run.buf, markers)
-            sink(run, run.take(len(run.buf) - keep))
-            if run.eos:
-                at_end(run)
-            return False
-        sink(run, run.take(at))
-        run.take(len(marker))
-        if targets[marker] is not None:
-            run.phase = targets[marker]
-            run.depth = 0
-        return True
 
-    def _content(self, run: Run) -> bool:
-        return self._text_phase(
-            run, self._content_targets, ContentHold.before_event, ContentHold.end_before_event
-        )
+class ParamArgs:
+    """`<parameter=NAME>VALUE</parameter>` arguments -> the JSON object (module docstring)."""
 
-    def _after(self, run: Run) -> bool:
-        return self._text_phase(
-            run, self._content_targets, ContentHold.after_event, ContentHold.end_after_event
-        )
+    def __init__(self, properties: Mapping[str, Any]) -> None:
+        self.properties = properties
 
-    def _block(self, run: Run) -> bool:
-        targets = {TOOL_END: Phase.AFTER, FUNC_PREFIX: Phase.CALL}
-        return self._text_phase(run, targets, _discard, ContentHold.end_after_event)
+    def start(self, name: str) -> ParamState:
+        return ParamState()
 
-    def _between(self, run: Run) -> bool:
-        targets = {TOOL_END: Phase.AFTER, TOOL_START: Phase.BLOCK, FUNC_PREFIX: Phase.CALL}
-        return self._text_phase(run, targets, _discard, ContentHold.end_after_event)
+    def feed(self, state: ParamState, text: str) -> tuple[ParamState, str, None]:
+        out: list[str] = []
+        text = state.buf + text
+        state = state.replace(buf="")
+        pos = 0
+        while pos < len(text):
+            if state.where is Where.BETWEEN:
+                state, pos = self._between(state, text, pos, out)
+            else:
+                state, pos = self._value(state, text, pos, out)
+        return state, "".join(out), None
 
-    def _call(self, run: Run) -> bool:
-        while True:
-            literals = ARGS_END if run.depth else LITERALS
-            at, marker = find_marker(run.buf, literals, run.scan)
-            if marker is None:
-                break
-            if not run.depth and marker == CLOSE:
-                run.depth = run.scan = at + 1
-            elif marker in AFTER_CALL:
-                self._end_call(run, at, marker)
-                return True
-            else:  # another literal inside the function name: name text
-                run.scan = at + len(marker)
-        if run.eos:
-            self._end_call(run, len(run.buf), "")
-            return True
-        run.scan = max(run.scan, len(run.buf) - marker_prefix_len(run.buf, literals))
-        return False
+    def end(self, state: ParamState) -> tuple[ParamState, str]:
+        out: list[str] = []
+        if state.where is Where.VALUE and state.stream:  # documented: an open value is kept
+            out.append('"')
+        if not state.opened and out == []:
+            return ParamState(), "{}"
+        out.append("}")
+        return ParamState(), "".join(out)
 
-    def _end_call(self, run: Run, at: int, marker: str) -> None:
-        args_at = run.depth
-        raw = run.take(at + len(marker))
-        name = raw[: args_at - 1] if args_at else raw[:at]
-        body = raw[args_at:at] if args_at else ""
-        call = self._call_of(name, body)
-        if call is not None:
-            run.emit_call(*call)
-        elif name or name_in_args(body):  # vLLM sent this (blank) name, then dropped the call
-            ContentHold.announce(run)
-        run.depth = 0
-        run.phase = AFTER_CALL.get(marker, Phase.AFTER)
+    # -- scanning ----------------------------------------------------------------------
 
-    def _call_of(self, raw_name: str, body: str) -> tuple[str, str] | None:
-        """(name, arguments) as vLLM's engine builds them, or None for a dropped slot."""
-        name: object = (raw_name or name_in_args(body)).strip()
-        if not name and body.strip():
-            name, arguments = name_and_args_from_json(body)
-        elif body.strip():
-            arguments = qwen3_xml_arguments(body)
+    def _between(self, state: ParamState, text: str, pos: int, out: list[str]) -> tuple[ParamState, int]:
+        at = text.find("<", pos)
+        if at == -1:
+            return state, len(text)
+        header = _HEADER.match(text, at)
+        if header is not None:
+            return self._open_value(state, header.group(1), out), header.end()
+        if _HEADER.fullmatch(text, at, partial=True):
+            return state.replace(buf=text[at:]), len(text)
+        return state, at + 1
+
+    def _open_value(self, state: ParamState, key: str, out: list[str]) -> ParamState:
+        stream = string_only(self.properties, key)
+        if stream:
+            out.append(self._member(state, key) + '"')
+            state = state.replace(opened=True)
+        return state.replace(where=Where.VALUE, key=key, stream=stream, value="",
+                             started=False, nl=False)  # fmt: skip
+
+    def _member(self, state: ParamState, key: str) -> str:
+        return ("{" if not state.opened else ", ") + json_dumps(key) + ": "
+
+    def _value(self, state: ParamState, text: str, pos: int, out: list[str]) -> tuple[ParamState, int]:
+        at = text.find("<", pos)
+        if at == -1:
+            return self._value_text(state, text[pos:], out), len(text)
+        state = self._value_text(state, text[pos:at], out)
+        closing = _VALUE_END.match(text, at)
+        if closing is not None:
+            return self._close_value(state, out), closing.end()
+        if _NEXT_HEADER.match(text, at) is not None:
+            return self._close_value(state, out), at
+        if _VALUE_END.fullmatch(text, at, partial=True) or _NEXT_HEADER.fullmatch(text, at, partial=True):
+            return state.replace(buf=text[at:]), len(text)
+        return self._value_text(state, "<", out), at + 1
+
+    def _value_text(self, state: ParamState, text: str, out: list[str]) -> ParamState:
+        if not text:
+            return state
+        if not state.stream:
+            return state.replace(value=state.value + text)
+        if not state.started:
+            text = text.removeprefix("\n")
+            state = state.replace(started=True)
+        text = ("\n" if state.nl else "") + text
+        nl = text.endswith("\n")
+        out.append(json_string_body(text[:-1] if nl else text))
+        return state.replace(nl=nl)
+
+    def _close_value(self, state: ParamState, out: list[str]) -> ParamState:
+        if state.stream:
+            out.append('"')
         else:
-            arguments = "{}"
-        if not isinstance(name, str) or not name:
-            return None
-        return name, fix_arg_types(arguments, name, self.tools)
-
-    handlers: ClassVar = {
-        Phase.CONTENT: _content,
-        Phase.BLOCK: _block,
-        Phase.CALL: _call,
-        Phase.BETWEEN: _between,
-        Phase.AFTER: _after,
-    }
+            value = state.value.removeprefix("\n").removesuffix("\n")
+            types = schema_types(self.properties.get(state.key))
+            out.append(self._member(state, state.key) + json_dumps(coerce_to_schema_type(value, types)))
+            state = state.replace(opened=True)
+        return state.replace(where=Where.BETWEEN, key="", value="", stream=False, started=False,
+                             nl=False)  # fmt: skip
 
 
-def _discard(run: Run, text: str) -> None:
-    """Text inside the tool-call markup that the format drops."""
+class Qwen3CoderToolParser(EngineToolParser):
+    name: ClassVar[str] = "qwen3_coder"
+    spec: ClassVar[EngineSpec] = QWEN3_XML_SPEC
+    args_state: ClassVar[type[JsonState]] = ParamState
+
+    def arg_format(self, name: str) -> ParamArgs:
+        return ParamArgs(self.tool_properties(name))

@@ -107,5 +107,5 @@ class ParserFactory:
         if self.tool_name == "mistral":
             return {"special_tokens": self._special_tokens, "skip_reasoning_parsing": no_reasoning}
         if self.tool_name in ("qwen3_coder", "qwen3_xml"):
-            return {"special_tokens": self._special_tokens, "think_end_is_content": no_reasoning}
+            return {"special_tokens": self._special_tokens, "skip_reasoning_parsing": no_reasoning}
         return {}

@@ -438,7 +438,7 @@ def _none_tool_parser(name: str, bundle, reasoning: str | None, tools):
     if name == "mistral":
         kwargs = {"special_tokens": bundle.special_tokens, "skip_reasoning_parsing": not reasoning}
     elif name in ("qwen3_coder", "qwen3_xml"):
-        kwargs = {"special_tokens": bundle.special_tokens, "think_end_is_content": not reasoning}
+        kwargs = {"special_tokens": bundle.special_tokens, "skip_reasoning_parsing": not reasoning}
     return get_tool_parser(name)(bundle.tokenizer, tools, **kwargs)
 
 

@@ -111,8 +111,13 @@ STREAM_LOSSES = frozenset(
         "whitespace_name",  # stream sends a call named " "
     }
 )
-# Ours differs from vLLM's batch: the leading whitespace streamed before the call was known.
-DIVERGENCES = frozenset({"leading_whitespace_before_call"})
+# Ours differs from vLLM's batch, because the text had streamed before it could be known:
+# the leading whitespace before the call; a value cut by the end of the output (vLLM drops
+# the parameter; its own stream sends it too).
+DIVERGENCES = frozenset({"leading_whitespace_before_call", "truncated_at_eos"})
+# Same object, other string: a repeated parameter is written twice (json.loads of ours keeps
+# the last value at the first position, as vLLM's dict does).
+SAME_OBJECT = frozenset({"repeated_parameter"})
 CORPUS["leading_whitespace_before_call"] = "\n\nLet me look that up.\n" + CALL_W
 CORPUS["whitespace_name"] = "hi <function= >\n<parameter=city>\nX\n</parameter>\n</function></tool_call> tail"
 
@@ -139,7 +144,7 @@ def test_qwen3_coder_matches_vllm(vllm_oracle, parser: Qwen3CoderToolParser, vll
         stream_losses=STREAM_LOSSES, divergences=DIVERGENCES, tools=TOOLS, real_tokenizer=True,
     )
     for name, res in results.items():  # arguments are json.dumps output: byte-identical
-        if name in DIVERGENCES:
+        if name in DIVERGENCES | SAME_OBJECT:
             continue
         ours = parser.parse(CORPUS[name], "req-1")
         assert [c.arguments for c in ours.tool_calls] == [a for _, a, _ in res["batch"]["calls"]]
@@ -189,36 +194,47 @@ def test_qwen3_coder_whitespace_name(parser: Qwen3CoderToolParser) -> None:
     assert_split_invariant(parser, text, qwen3().chunks(text))
 
 
-def test_qwen3_coder_emits_call_whole_when_closed(parser: Qwen3CoderToolParser) -> None:
-    """Content streams before the call; the call is emitted whole at `</function>`."""
+def test_qwen3_coder_streams_name_then_argument_fragments(parser: Qwen3CoderToolParser) -> None:
+    """The name is sent when `<function=NAME>` closes; a string value streams as it comes,
+    an integer value when it ends (it is coerced), the object closes at `</function>`."""
     head = "Hi there\n<tool_call>\n<function=get_weather>\n"
     state, events = parser.feed(parser.initial_state(), head, "r")
-    assert [type(e).__name__ for e in events] == ["ContentDelta"] and events[0].text == "Hi there"
-    state, events = parser.feed(state, "<parameter=days>\n5\n</parameter>\n", "r")
-    assert events == []
+    assert [type(e).__name__ for e in events] == ["ContentDelta", "ToolCallStart"]
+    assert events[0].text == "Hi there" and events[1].name == "get_weather"
+    state, events = parser.feed(state, "<parameter=city>\nPar", "r")
+    assert [e.text for e in events] == ['{"city": "Par']
+    state, events = parser.feed(state, "is\n</parameter>\n<parameter=days>\n5", "r")
+    assert [e.text for e in events] == ['is"']
+    state, events = parser.feed(state, "\n</parameter>\n", "r")
+    assert [e.text for e in events] == [', "days": 5']
     state, events = parser.feed(state, "</function>", "r")
-    assert [type(e).__name__ for e in events] == ["ToolCallStart", "ToolArgsDelta"]
-    assert events[0].name == "get_weather" and events[1].text == '{"days": 5}'
+    assert [e.text for e in events] == ["}"]
 
 
 def test_qwen3_coder_state_bounded(parser: Qwen3CoderToolParser) -> None:
-    """Content leaves only a held literal prefix / whitespace; a call that never ends hits
-    MAX_TOOL_CALL_CHARS."""
+    """Content leaves only a held literal prefix / whitespace; a streamed string value keeps
+    nothing of its text in the state; only a value the schema coerces is held, and one that
+    never ends hits MAX_TOOL_CALL_CHARS."""
     state = parser.initial_state()
     for _ in range(500):
         state, _ = parser.feed(state, "some <b>content</b> <tool_c", "r")
         state, _ = parser.feed(state, "all-ish text \n", "r")
     assert len(json.dumps(state.to_json())) < 300
-    state, _ = parser.feed(parser.initial_state(), "<tool_call><function=f>", "r")
+    state, _ = parser.feed(parser.initial_state(), "<tool_call><function=write_file>\n", "r")
+    state, _ = parser.feed(state, "<parameter=content>\n", "r")
+    for _ in range(1000):
+        state, events = parser.feed(state, "x = a < b\n" * 10, "r")
+        assert len(json.dumps(state.to_json())) < 600 and events
+    state, _ = parser.feed(state, "</parameter>\n<parameter=mode>\n", "r")
     with pytest.raises(LimitExceededError):
-        parser.feed(state, "x" * (MAX_TOOL_CALL_CHARS + 1), "r")
+        parser.feed(state, "1" * (MAX_TOOL_CALL_CHARS + 1), "r")
 
 
 @pytest.mark.vllm
 def test_qwen3_coder_think_end_as_content_matches_vllm_stream(vllm_oracle) -> None:
-    """`think_end_is_content=True` gives what vLLM's serving layer streams without a
-    reasoning parser (the engine's skip_reasoning_parsing): `</think>` stays content."""
-    keep = Qwen3CoderToolParser(qwen3().vocab, TOOLS, think_end_is_content=True)
+    """`skip_reasoning_parsing=True` gives what vLLM's serving layer streams without a
+    reasoning parser: `</think>` stays content."""
+    keep = Qwen3CoderToolParser(qwen3().vocab, TOOLS, skip_reasoning_parsing=True)
     text = CORPUS["think_end_in_content"]
     (res,) = vllm_oracle.run("qwen3_coder", qwen3(), [text], TOOLS, real_tokenizer=True)
     assert keep.parse(text, "r").content == res["stream"]["content"] == text
