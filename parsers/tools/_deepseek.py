@@ -1,34 +1,54 @@
 """Shared DeepSeek machinery: `<｜tool▁calls▁begin｜>` blocks of `<｜tool▁call▁begin｜>` calls.
 
-vLLM 0.33's DeepSeek-V3 and V3.1 parsers differ only in the shape of one call and in what
-counts as content; everything else (the block, the call search, the phase machine) is here.
-A family supplies `match_call` (the call grammar) and `content_after_block`.
+vLLM 0.33's DeepSeek-V3 and V3.1 parsers differ in the header of one call (what comes between
+the call marker and the arguments), in what ends the arguments, and in what counts as
+content. A family supplies `read_header` and its end marker; the phases are here:
+
+    CONTENT --calls begin--> BLOCK --call begin--> HEADER --header read--> ARGS --end--> BLOCK
 
 Batch semantics reproduced (both versions): content is the text before the first
 `<｜tool▁calls▁begin｜>` (None when empty); calls are every match of the call regex, in
-order; a call that does not match is skipped (not an error); arguments are the model's raw
-text (no JSON canonicalisation, as upstream).
+order; a call marker where the regex cannot match is skipped (findall resumes one character
+later); arguments are the model's raw text (no JSON canonicalisation, as upstream).
 
-Streaming: content streams until the block marker (holding back a possible marker start);
-inside the block each call is buffered from `<｜tool▁call▁begin｜>` and emitted whole once it
-matches. Where the regex could still match later text, the text is kept (bounded by
-MAX_TOOL_CALL_CHARS); a call that can no longer match is skipped exactly as `findall` would
-skip it (resume the search one character later).
+Streaming: content streams until the block marker (holding back a possible marker start). A
+call's header is held until it is complete, then the call is sent and its arguments stream
+raw, holding back only a possible end marker (the lexer does that).
 
-Divergence from vLLM's batch (documented by the families' tests, case
-`call_marker_in_content`): call text in the content before the block is content here, as in
-vLLM's stream (vLLM's batch regex also returns it as a call, though it streamed as content;
-following it would hold every call seen in content until a block begins, growing the state
-with the content); see also `content_after_block`.
+Divergences from vLLM's batch (stream == our batch instead; the families' tests name them):
+call text in the content before the block is content here, as in vLLM's stream (vLLM's batch
+regex also returns it as a call, though it streamed as content; following it would hold every
+call seen in content until a block begins); a call whose arguments never end (the output
+stops first) is kept with the arguments it has (vLLM's batch finds no match and drops it; its
+own stream sends it).
 """
 
 from __future__ import annotations
 
+import enum
+from dataclasses import dataclass
 from typing import ClassVar
 
-from parsers.tools._base import Phase, Run, StreamingToolParser, find_marker, marker_prefix_len
+from parsers._state import JsonState
+from parsers.tools._machine import (
+    ANY_MARKER,
+    EOS,
+    TEXT,
+    CallState,
+    Run,
+    Step,
+    Table,
+    TableToolParser,
+    ToolStreamState,
+    drop,
+    nothing,
+    to_content,
+)
 
-__all__ = ["DeepSeekToolParserBase", "CallMatch", "NEED_MORE", "NO_MATCH"]
+__all__ = [
+    "CALLS_BEGIN", "CALLS_END", "CALL_BEGIN", "CALL_END", "SEP",
+    "P", "Header", "NEED_MORE", "NO_MATCH", "DeepSeekToolParserBase", "deepseek_table",
+]  # fmt: skip
 
 CALLS_BEGIN = "<｜tool▁calls▁begin｜>"
 CALLS_END = "<｜tool▁calls▁end｜>"
@@ -36,81 +56,148 @@ CALL_BEGIN = "<｜tool▁call▁begin｜>"
 CALL_END = "<｜tool▁call▁end｜>"
 SEP = "<｜tool▁sep｜>"
 
-# match_call results besides a CallMatch.
-NEED_MORE = "need_more"  # the call may still match once more text arrives
+NEED_MORE = "need_more"  # the header may still match once more text arrives
 NO_MATCH = "no_match"  # the regex cannot match at this call marker
 
 
-class CallMatch:
-    """A matched call: its length in the buffer, its name and raw arguments, and whether
-    vLLM accepts it (V3: the type before the separator must be "function")."""
+class P(enum.StrEnum):
+    CONTENT = "content"
+    BLOCK = "block"  # inside the calls block, between calls
+    HEADER = "header"  # after a call marker, before its arguments (held in `call.raw`)
+    BAD = "bad"  # V3: a call whose type is not "function", held to see whether it matches
+    ARGS = "args"  # a committed call's arguments, streaming
+    AFTER = "after"  # V3: after the block end, text is content
+    VERBATIM = "verbatim"
 
-    __slots__ = ("end", "name", "arguments", "valid")
 
-    def __init__(self, end: int, name: str, arguments: str, valid: bool = True):
-        self.end, self.name, self.arguments, self.valid = end, name, arguments, valid
+@dataclass(frozen=True, slots=True)
+class Header:
+    """A complete header: the call's name, whether vLLM accepts it (V3: the type must be
+    "function"), and the header text's length (what follows is argument text)."""
+
+    name: str
+    valid: bool
+    length: int
 
 
-class DeepSeekToolParserBase(StreamingToolParser):
-    """Phases: CONTENT -> (calls begin) BLOCK <-> CALL; BLOCK -> (calls end) AFTER."""
+@dataclass(frozen=True, slots=True)
+class DeepSeekState(ToolStreamState):
+    call: CallState | None = None
+    ext: JsonState | None = None
 
-    content_after_block: ClassVar[bool]  # V3: text after the block end is content
 
-    def match_call(self, buf: str, eos: bool) -> CallMatch | str:
-        """Match one call at the start of `buf` (which starts with CALL_BEGIN)."""
+class DeepSeekToolParserBase(TableToolParser):
+    args_end: ClassVar[str]  # the marker that ends a call's arguments
+    state_class = DeepSeekState
+    initial_phase = P.CONTENT
+
+    def read_header(self, raw: str, eos: bool) -> Header | str:
+        """Match one call header at the start of `raw` (the text after a call marker)."""
         raise NotImplementedError
 
-    def _content(self, run: Run) -> bool:
-        return self.hold_or_content(run, (CALLS_BEGIN,), Phase.BLOCK)
+    # -- actions ---------------------------------------------------------------------------
 
-    def _block(self, run: Run) -> bool:
-        markers = (CALL_BEGIN, CALLS_END) if self.content_after_block else (CALL_BEGIN,)
-        at, marker = find_marker(run.buf, markers)
-        if marker == CALL_BEGIN:
-            run.drop(run.take(at))
-            run.phase = Phase.CALL
-            return True
-        if marker == CALLS_END:
-            run.drop(run.take(at + len(marker)))
-            run.phase = Phase.AFTER
-            return True
-        keep = 0 if run.eos else marker_prefix_len(run.buf, markers)
-        run.drop(run.take(len(run.buf) - keep))
-        if run.eos:  # a block without (accepted) calls: its text is dropped, as upstream
-            run.pending = ""
-        return False
+    def open_call(self, run: Run, marker: str) -> None:
+        run.open_call_raw(marker)
+        run.call = CallState()
 
-    def _call(self, run: Run) -> bool:
-        found = self.match_call(run.buf, run.eos)
+    def header_text(self, run: Run, text: str) -> None:
+        self._try_header(run, run.call.raw + text)
+
+    def _try_header(self, run: Run, raw: str) -> None:
+        found = self.read_header(raw, run.eos)
         if found == NEED_MORE:
-            return False
-        if isinstance(found, CallMatch):
-            raw = run.take(found.end)
-            if found.valid:
-                run.emit_call(found.name, found.arguments)
-            else:
-                run.reject_call(raw, resume=Phase.BLOCK)
-                return True
-        else:  # findall resumes one character after a failed match position
-            run.drop(run.take(1))
-        run.phase = Phase.BLOCK
-        return True
+            run.call = run.call.replace(raw=raw)
+        elif found == NO_MATCH:
+            self._skip_call(run, raw)
+        elif isinstance(found, Header) and found.valid:
+            run.call = CallState()
+            run.start_call(found.name)
+            run.phase = P.ARGS
+            run.args(raw[found.length :])
+        elif isinstance(found, Header):
+            run.call = run.call.replace(raw=raw)
+            run.phase = P.BAD
 
-    def _after(self, run: Run) -> bool:
-        return self.verbatim(run)
+    def _skip_call(self, run: Run, raw: str) -> None:
+        """findall resumes one character after the failed match: at the next call marker."""
+        at = raw.find(CALL_BEGIN)
+        run.keep_raw(raw if at == -1 else raw[:at])
+        if at == -1:
+            run.call = None
+            run.phase = P.BLOCK
+            return
+        run.open_call_raw(CALL_BEGIN)
+        run.call = CallState()
+        self._try_header(run, raw[at + len(CALL_BEGIN) :])
 
-    handlers: ClassVar = {
-        Phase.CONTENT: _content,
-        Phase.BLOCK: _block,
-        Phase.CALL: _call,
-        Phase.AFTER: _after,
-        Phase.VERBATIM: StreamingToolParser.verbatim,
+    def bad_text(self, run: Run, text: str) -> None:
+        run.call = run.call.replace(raw=run.call.raw + text)
+
+    def bad_end(self, run: Run, marker: str) -> None:
+        """The bad-type call matched: vLLM's batch raises and returns all output as content
+        (the first call); after emitted calls only its own text becomes content."""
+        run.reject_call(run.call.raw + marker, P.VERBATIM, P.BLOCK)
+
+    def bad_eos(self, run: Run, text: str) -> None:
+        self._skip_call(run, run.call.raw)
+        self.end_of_block(run, "")
+
+    def header_eos(self, run: Run, text: str) -> None:
+        self._try_header(run, run.call.raw)
+        if run.phase in (P.HEADER, P.BLOCK, P.BAD):
+            run.call = None
+            self.end_of_block(run, "")
+
+    def args_text(self, run: Run, text: str) -> None:
+        run.args(text)
+
+    def end_call(self, run: Run, marker: str) -> None:
+        run.call = None
+
+    def end_of_block(self, run: Run, text: str) -> None:
+        """End of the output inside the block: text that was kept for a first call that
+        never came is dropped, as upstream drops it."""
+        run.pending = ""
+
+
+def deepseek_table(parser: type[DeepSeekToolParserBase], *, after_block: bool) -> Table:
+    """The phase table; `after_block`: the block end leads to AFTER (V3) or is dropped."""
+    p = parser
+    steps = {
+        (P.CONTENT, TEXT): Step(to_content),
+        (P.CONTENT, CALLS_BEGIN): Step(drop, P.BLOCK),
+        (P.CONTENT, EOS): Step(nothing),
+        (P.BLOCK, TEXT): Step(drop),
+        (P.BLOCK, CALL_BEGIN): Step(lambda run, m: run.parser.open_call(run, m), P.HEADER),
+        (P.BLOCK, CALLS_END): Step(drop, P.AFTER if after_block else None),
+        (P.BLOCK, EOS): Step(lambda run, t: run.parser.end_of_block(run, t)),
+        (P.HEADER, TEXT): Step(lambda run, t: run.parser.header_text(run, t)),
+        (P.HEADER, EOS): Step(lambda run, t: run.parser.header_eos(run, t)),
+        (P.BAD, TEXT): Step(lambda run, t: run.parser.bad_text(run, t)),
+        (P.BAD, p.args_end): Step(lambda run, m: run.parser.bad_end(run, m)),
+        (P.BAD, EOS): Step(lambda run, t: run.parser.bad_eos(run, t)),
+        (P.ARGS, TEXT): Step(lambda run, t: run.parser.args_text(run, t)),
+        (P.ARGS, p.args_end): Step(lambda run, m: run.parser.end_call(run, m), P.BLOCK),
+        (P.ARGS, EOS): Step(nothing),
+        (P.AFTER, TEXT): Step(to_content),
+        (P.AFTER, EOS): Step(nothing),
+        (P.VERBATIM, TEXT): Step(to_content),
+        (P.VERBATIM, EOS): Step(nothing),
     }
+    phases = [P.CONTENT, P.BLOCK, P.HEADER, P.BAD, P.ARGS, P.VERBATIM]
+    if after_block:
+        phases.append(P.AFTER)
+        steps[(P.AFTER, ANY_MARKER)] = Step(to_content)
+    else:
+        del steps[(P.AFTER, TEXT)], steps[(P.AFTER, EOS)]
+    markers = (CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_END, SEP, p.args_end)
+    return Table(phases, markers, steps)
 
 
-def prefix_state(buf: str, expected: str) -> str | None:
-    """NEED_MORE if `buf` is a proper prefix of `expected`, None if it starts with it,
+def prefix_state(text: str, expected: str) -> str | None:
+    """NEED_MORE if `text` is a proper prefix of `expected`, None if it starts with it,
     NO_MATCH otherwise."""
-    if buf.startswith(expected):
+    if text.startswith(expected):
         return None
-    return NEED_MORE if expected.startswith(buf) else NO_MATCH
+    return NEED_MORE if expected.startswith(text) else NO_MATCH

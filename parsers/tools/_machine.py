@@ -256,10 +256,16 @@ class Run:
         if self.n_calls == 0:
             self.pending += text
 
+    def open_call_raw(self, marker: str) -> None:
+        """A call marker was consumed: it starts the call's raw text (after the text kept
+        for the first call, while no call was emitted)."""
+        self.pending = self.pending + marker if self.n_calls == 0 else marker
+
     def reject_call(self, raw: str, verbatim_phase: str, resume_phase: str) -> None:
-        """A call that is not a call. The first one makes the whole output content (as
-        vLLM's batch does: `pending` + this call, then everything verbatim); after calls
-        were emitted, only its own raw text becomes content and parsing resumes."""
+        """A call that is not a call (`raw`: its text after its marker). The first one makes
+        the whole output content (as vLLM's batch does: `pending` + this call, then
+        everything verbatim); after calls were emitted, only its own text (marker included)
+        becomes content and parsing resumes."""
         self.content(self.pending + raw)
         self.pending = ""
         self.call = None

@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import ClassVar
 
 from parsers.tools._deepseek import (
-    CALL_BEGIN,
     CALL_END,
     NEED_MORE,
     NO_MATCH,
     SEP,
-    CallMatch,
     DeepSeekToolParserBase,
+    Header,
+    deepseek_table,
 )
 
 __all__ = ["DeepSeekV31ToolParser"]
@@ -25,22 +25,16 @@ __all__ = ["DeepSeekV31ToolParser"]
 
 class DeepSeekV31ToolParser(DeepSeekToolParserBase):
     name: ClassVar[str] = "deepseek_v31"
-    content_after_block: ClassVar[bool] = False
+    args_end: ClassVar[str] = CALL_END
 
-    def match_call(self, buf: str, eos: bool) -> CallMatch | str:
-        more = NO_MATCH if eos else NEED_MORE
-        body = buf[len(CALL_BEGIN) :]
-        sep = body.find(SEP)
-        newline = body.find("\n")
+    def read_header(self, raw: str, eos: bool) -> Header | str:
+        sep = raw.find(SEP)
+        newline = raw.find("\n")
         if sep == -1:
-            return NO_MATCH if newline != -1 else more
+            return NO_MATCH if newline != -1 or eos else NEED_MORE
         if newline != -1 and newline < sep:
             return NO_MATCH
-        end = body.find(CALL_END, sep + len(SEP))
-        if end == -1:
-            return more
-        return CallMatch(
-            end=len(CALL_BEGIN) + end + len(CALL_END),
-            name=body[:sep],
-            arguments=body[sep + len(SEP) : end],
-        )
+        return Header(raw[:sep], valid=True, length=sep + len(SEP))
+
+
+DeepSeekV31ToolParser.table = deepseek_table(DeepSeekV31ToolParser, after_block=False)

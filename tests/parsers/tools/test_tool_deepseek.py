@@ -82,6 +82,9 @@ DIVERGENCES = {
     "call_marker_in_content": "the call in the content is not also returned as a call",
     # vLLM's batch makes all output content, taking back the call already streamed.
     "later_bad_type": "the first call stays, the bad-type call is content",
+    # A call cut by the end of the output: its name and arguments streamed as they came
+    # (vLLM's stream sends them too); vLLM's batch finds no match and drops the call.
+    "truncated_at_eos": "the cut call is kept with the arguments it has",
 }
 V31_STREAM_LOSSES = frozenset(_COMMON_LOSSES | {"call_after_block_end", "text_after_block"})
 
@@ -115,7 +118,7 @@ def test_deepseek_v31_matches_vllm(vllm_oracle) -> None:
     assert_matches_vllm(
         vllm_oracle, "deepseek_v31", DeepSeekV31ToolParser(deepseek().vocab, []), deepseek(),
         V31_CORPUS, stream_losses=V31_STREAM_LOSSES,
-        divergences=frozenset({"call_marker_in_content"}),
+        divergences=frozenset({"call_marker_in_content", "truncated_at_eos"}),
     )
 
 
