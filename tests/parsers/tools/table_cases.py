@@ -1,0 +1,38 @@
+"""Per family: a parser on its test tokenizer and a few outputs that visit its phases (for the
+table-totality property test). A family ported to the table machine adds its entry here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from parsers.registry import get_tool_parser
+from parsers.tools._machine import TableToolParser
+
+from .tool_parser_support import WEATHER_TOOLS, deepseek, qwen3
+
+_DS_BLOCK = "<｜tool▁calls▁begin｜>{calls}<｜tool▁calls▁end｜>"
+_DS = "<｜tool▁call▁begin｜>"
+_SEP = "<｜tool▁sep｜>"
+_QWEN = (
+    "Hi <tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+    "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call> tail"
+)
+
+CASES: dict[str, Callable[[], tuple[dict, list[str]]]] = {
+    "qwen3_coder": lambda: (qwen3().vocab, [_QWEN, "<function=>{\"name\": \"x\"}</function>"]),
+    "deepseek_v3": lambda: (deepseek().vocab, [
+        "a" + _DS_BLOCK.format(calls=f"{_DS}function{_SEP}f\n```json\n{{}}\n```<｜tool▁call▁end｜>"),
+        _DS_BLOCK.format(calls=f"{_DS}tool{_SEP}f\n```json\n{{}}\n```<｜tool▁call▁end｜>") + "b",
+    ]),
+    "deepseek_v31": lambda: (deepseek().vocab, [
+        "a" + _DS_BLOCK.format(calls=f"{_DS}f{_SEP}{{}}<｜tool▁call▁end｜>{_DS}g\n"),
+    ]),
+}
+CASES["qwen3_xml"] = CASES["qwen3_coder"]
+
+
+def family_cases(name: str) -> tuple[TableToolParser, list[str]]:
+    vocab, texts = CASES[name]()
+    parser = get_tool_parser(name)(vocab, WEATHER_TOOLS)
+    assert isinstance(parser, TableToolParser)
+    return parser, texts
