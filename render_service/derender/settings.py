@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from parsers.tools._schema import prune_tools
 from render_service.derender.logprobs import chat_top_limit, completion_top_limit
 from render_service.derender.stops import StopRules
 
@@ -31,16 +32,11 @@ def _dump(value: Any) -> Any:
 
 
 def compact_tools(tools: Any) -> list[dict[str, Any]] | None:
-    """Tools as far as a parser needs them: type, name and parameter schema (no descriptions)."""
+    """Tools as far as a parser reads them (`parsers.tools._schema.prune_tools`): names and the
+    type skeleton of their parameters, no descriptions, so a stream state stays small."""
     if tools is None:
         return None
-    out = []
-    for tool in tools:
-        tool = _dump(tool)
-        function = dict(tool.get("function") or {})
-        function.pop("description", None)
-        out.append({"type": tool.get("type", "function"), "function": function})
-    return out
+    return prune_tools([_dump(tool) for tool in tools])
 
 
 @dataclass(frozen=True, slots=True)
