@@ -90,6 +90,7 @@ class DeepSeekToolParserBase(TableToolParser):
     args_end: ClassVar[str]  # the marker that ends a call's arguments
     state_class = DeepSeekState
     initial_phase = P.CONTENT
+    call_phases = frozenset({P.HEADER, P.BAD, P.ARGS})
 
     def read_header(self, raw: str, eos: bool) -> Header | str:
         """Match one call header at the start of `raw` (the text after a call marker)."""

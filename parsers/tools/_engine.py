@@ -86,6 +86,7 @@ __all__ = [
     "name_in_args",
     "name_and_args_from_json",
     "string_only",
+    "string_only_schema",
 ]
 
 
@@ -607,9 +608,13 @@ def string_only(properties: Mapping[str, Any], key: str) -> bool:
     """Whether coercion leaves a string value of member `key` as it is: the schema does not
     describe it, or its types are exactly "string" (aliases included)."""
     prop = properties.get(key)
-    if not isinstance(prop, dict):
-        return True
-    types = {_TYPE_ALIASES.get(k, k) for t in schema_types(prop) for k in [t.strip().lower()]}
+    return not isinstance(prop, dict) or string_only_schema(prop)
+
+
+def string_only_schema(schema: Any) -> bool:
+    """Whether coercion to `schema` leaves every string as it is: its types are exactly
+    "string" (aliases included)."""
+    types = {_TYPE_ALIASES.get(k, k) for t in schema_types(schema) for k in [t.strip().lower()]}
     return types == {"string"}
 
 

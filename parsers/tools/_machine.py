@@ -282,6 +282,9 @@ class TableToolParser(ToolParser):
     table: ClassVar[Table]
     initial_phase: ClassVar[str]
     state_class: ClassVar[type[ToolStreamState]] = ToolStreamState
+    # Phases in which a call is being read (a state has a call exactly there); None: the
+    # family checks this itself.
+    call_phases: ClassVar[frozenset[str] | None] = None
 
     def call_id(self, request_id: str, index: int) -> str:
         return make_tool_call_id(request_id, index)
@@ -358,6 +361,8 @@ class TableToolParser(ToolParser):
             raise StateError(f"{self.name}: phase {state.phase!r} is not legal here")
         if len(state.held) >= max(self.table.lexer.max_len, 1):
             raise StateError(f"{self.name}: held text longer than any marker")
+        if self.call_phases is not None and (state.call is not None) != (state.phase in self.call_phases):
+            raise StateError(f"{self.name}: a call state outside a call, or none inside one")
         self.check_ext(state)
 
     def check_ext(self, state: ToolStreamState) -> None:

@@ -122,8 +122,8 @@ def test_degenerate_output_stream_is_a_typed_400_at_the_window_cap(
 
 def test_tool_call_over_the_limit_in_batch_chat_is_a_typed_400(parsed_client, tok):  # noqa: ANN001
     """The tool parser's LimitExceededError (--max-tool-call-chars) in batch chat is a 400: a
-    call still open at the end of a truncated output holds more than the limit."""
-    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "' + "x" * 5000
+    call that must be held whole (its arguments come before its name) exceeds the limit."""
+    call = '<tool_call>\n{"arguments": {"city": "' + "x" * 5000
     ids = tok.encode("<think>\n\n</think>\n\n" + call, add_special_tokens=False)
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
     r = parsed_client.post("/v1/chat/completions/derender", json={

@@ -11,6 +11,7 @@ issue it (the first), so no stream starts that cannot finish.
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -140,15 +141,33 @@ def test_out_of_range_repair_context_from_token_ids_is_400(client, tok):  # noqa
 
 
 def _tools(count: int, noise_chars: int, seed: int = 0) -> list[dict]:
-    """Tools whose parameter schemas zlib cannot shrink much (the state carries them)."""
+    """Tools whose parameter *names* zlib cannot shrink much: the state carries the names and
+    types of parameters (descriptions and enum values are dropped, see the test below)."""
     rng = random.Random(seed)
     alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
     return [
         {"type": "function", "function": {"name": f"tool_{i}", "parameters": {"type": "object", "properties": {
-            "".join(rng.choice(alphabet) for _ in range(12)): {"type": "string", "enum": [
-                "".join(rng.choice(alphabet) for _ in range(noise_chars // 8))]} for _ in range(8)}}}}
+            "".join(rng.choice(alphabet) for _ in range(noise_chars // 8)): {"type": "integer"}
+            for _ in range(8)}}}}
         for i in range(count)
     ]  # fmt: skip
+
+
+def test_descriptions_and_enum_values_do_not_grow_the_state(client, tok):  # noqa: ANN001
+    """The state keeps what parsing reads of the tools: 30 tools with 100+ KB of descriptions
+    and enum values give the same small state as the bare tools."""
+    rng = random.Random(1)
+    noise = lambda n: "".join(rng.choice("abcdefghij klmnop") for _ in range(n))  # noqa: E731
+    bare = [{"type": "function", "function": {"name": f"tool_{i}", "parameters": {"type": "object",
+             "properties": {f"p{j}": {"type": "string"} for j in range(4)}}}} for i in range(30)]  # fmt: skip
+    rich = [{"type": "function", "function": {"name": t["function"]["name"], "description": noise(2000),
+             "parameters": {"type": "object", "required": ["p0"], "properties": {
+                 k: {**v, "description": noise(600), "enum": [noise(40) for _ in range(4)]}
+                 for k, v in t["function"]["parameters"]["properties"].items()}}}} for t in bare]  # fmt: skip
+    assert len(json.dumps(rich)) > 100_000
+    sizes = [max(len(r.json()["stream_state"]["rs"]) for r in _stream_steps(client, tok, tools)[:-1])
+             for tools in (bare, rich)]
+    assert sizes[1] <= sizes[0] + 32, sizes  # an enum keeps one empty value per type
 
 
 def _stream_steps(client, tok, tools, chunks: int = 6):  # noqa: ANN001, ANN202

@@ -18,6 +18,7 @@ from .tokenizers_util import deepseek_r1, mistral_v3_sentencepiece, qwen3
 from .vllm_ref import VllmRef
 
 from parsers import ChatOptions, ChatParser, IncrementalDetokenizer
+from parsers.chat import ChatMode
 from parsers.registry import get_reasoning_parser, get_tool_parser
 
 pytestmark = pytest.mark.vllm
@@ -279,8 +280,16 @@ def test_combined_matches_vllm_batch(ref, reasoning: str, mode: str, case_id: st
     )
     ours = parser.parse(text, "req")
     assert ours.reasoning == theirs["reasoning"]
-    assert ours.content == theirs["content"]
-    assert [(c.name, json.loads(c.arguments)) for c in ours.tool_calls] == _norm_calls(theirs["tool_calls"])
+    if case_id == "malformed_call" and parser.mode is ChatMode.AUTO:
+        # Named divergence (parsers/tools/hermes_parser.py): the call had streamed its name
+        # and the start of its arguments when `</tool_call>` cut it; it stays, cut. vLLM's
+        # batch makes the whole text content.
+        assert theirs["content"] == text.split("</think>", 1)[1] and not theirs["tool_calls"]
+        assert ours.content == "Text " and [(c.name, c.arguments) for c in ours.tool_calls] == [
+            ("get_weather", "{\n")][: 1 if parser.keep_tool_calls else 0]
+    else:
+        assert ours.content == theirs["content"]
+        assert [(c.name, json.loads(c.arguments)) for c in ours.tool_calls] == _norm_calls(theirs["tool_calls"])
     # Our stream (per token, state JSON-round-tripped) concatenates to our batch result.
     from .chunking import collapse_events
 

@@ -201,10 +201,11 @@ def test_saturated_worker_answers_503_then_recovers(make_app, serve) -> None:  #
 
 
 def test_oversized_streamed_tool_call_is_a_typed_400(default, bundle) -> None:  # noqa: ANN001
-    """A tool call whose text grows past the parser's buffer bound is refused with a 400, not
-    buffered without end (the state would carry it on every chunk)."""
+    """A tool call that must be held whole (its arguments come before its name) and grows
+    past the parser's buffer bound is refused with a 400, not buffered without end (the state
+    would carry it on every chunk). A call in the usual order streams and holds nothing."""
     tok = bundle.hf_tokenizer
-    head = tok.encode('<think>\nx\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "',
+    head = tok.encode('<think>\nx\n</think>\n\n<tool_call>\n{"arguments": {"city": "',
                       add_special_tokens=False)  # fmt: skip
     filler = tok.encode("-" * 4096, add_special_tokens=False)  # a few long (~96-char) tokens
     ids = head + filler * 140 + [EOS]  # ~570k chars of one tool call in ~6k tokens
@@ -224,12 +225,12 @@ def test_oversized_streamed_tool_call_is_a_typed_400(default, bundle) -> None:  
 
 
 def test_max_tool_call_chars_flag_lowers_the_bound(default, make_app, serve, bundle) -> None:  # noqa: ANN001
-    """--max-tool-call-chars reaches the parsers: a 20k-char call held across chunks is refused
-    under a 10k limit, with a message naming the flag, and accepted under the default."""
+    """--max-tool-call-chars reaches the parsers: a 20k-char call held across chunks (its
+    arguments come before its name) is refused under a 10k limit, with a message naming the
+    flag, and accepted under the default."""
     tok = bundle.hf_tokenizer
-    head = tok.encode('<tool_call>\n{"name": "get_weather", "arguments": {"city": "',
-                      add_special_tokens=False)  # fmt: skip
-    tail = tok.encode('"}}\n</tool_call>', add_special_tokens=False)
+    head = tok.encode('<tool_call>\n{"arguments": {"city": "', add_special_tokens=False)
+    tail = tok.encode('"}, "name": "get_weather"}\n</tool_call>', add_special_tokens=False)
     ids = head + tok.encode("-" * 4096, add_special_tokens=False) * 5 + tail + [EOS]
     chunks = stream_chunks("generate-tokens-toolflag", ids, split_sizes_fixed(len(ids), 20))
     chat = {"messages": [USER], "tools": TOOLS, "chat_template_kwargs": {"enable_thinking": False}}

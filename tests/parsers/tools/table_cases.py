@@ -28,6 +28,12 @@ CASES: dict[str, Callable[[], tuple[dict, list[str]]]] = {
         "a" + _DS_BLOCK.format(calls=f"{_DS}f{_SEP}{{}}<｜tool▁call▁end｜>{_DS}g\n"),
     ]),
 }
+_HERMES = (
+    'Hi <tool_call>\n{"name": "get_weather", "arguments": {"city": "Pa\\u00e9", "d": 1}}\n'
+    '</tool_call> x <tool_call>{"arguments": {}, "name": "f"}</tool_call><tool_call>[1]'
+)
+CASES["hermes"] = lambda: (qwen3().vocab, [_HERMES, '<tool_call>{"name": "f", "arguments": {"a": 1 2}}'])
+CASES["qwen3_json"] = CASES["hermes"]
 CASES["qwen3_xml"] = CASES["qwen3_coder"]
 
 

@@ -58,8 +58,10 @@ STREAM_LOSSES = frozenset(
 )
 # Ours differs from vLLM's batch here (stream == our batch instead).
 DIVERGENCES = {
-    "later_malformed_call": "vLLM's batch makes all output content, taking back the call "
-    "already streamed",
+    "later_malformed_call": "the second call had started streaming: it stays, cut",
+    "malformed_json": "the call streamed before its body proved unclosed: it stays",
+    "truncated_at_eos": "the call streamed before the output stopped: it stays, cut",
+    "partial_end_marker_at_end": "the call streamed; the text after it is content",
 }
 
 
@@ -96,22 +98,59 @@ def test_hermes_ids_are_deterministic(parser: HermesToolParser) -> None:
     assert [c.id for c in result.tool_calls] == [make_tool_call_id("chatcmpl-abc", i) for i in range(2)]
 
 
-def test_hermes_later_malformed_call_divergence(parser: HermesToolParser) -> None:
-    """Named divergence `later_malformed_call`: a malformed call after an emitted call becomes
-    content (raw text, markers included) and the earlier call stays; vLLM's batch would make
-    all output content, taking back the call already streamed."""
+def test_hermes_divergence_later_malformed_call(parser: HermesToolParser) -> None:
+    """Named divergence `later_malformed_call`: the second call had sent its name and its
+    arguments' first character when `</tool_call>` cut it; it stays as it is and the first
+    call stays (vLLM's batch would make all output content, taking back what streamed)."""
     text = CORPUS["later_malformed_call"]
     result = parser.parse(text, "req-1")
-    assert [c.name for c in result.tool_calls] == ["get_weather"]
-    assert result.content == BAD_CALL
+    assert [(c.name, c.arguments) for c in result.tool_calls] == [
+        ("get_weather", '{"city": "Paris", "unit": "c"}'), ("search", "{\n")]
+    assert result.content is None
+
+
+def test_hermes_divergence_cut_calls(parser: HermesToolParser) -> None:
+    """Named divergences: a call cut by the end of the output keeps the arguments it has; a
+    body that never closes its object keeps its (complete) arguments; text after a complete
+    body that makes it invalid is content. Nothing the model wrote is lost."""
+    cut = parser.parse(CORPUS["truncated_at_eos"], "r")
+    assert cut.content == "Checking.\n" and cut.tool_calls[0].arguments == '{"city": "Pa'
+    unclosed = parser.parse(CORPUS["malformed_json"], "r")
+    assert unclosed.tool_calls[0].arguments == '{"city": "Paris"}'
+    tail = parser.parse(CORPUS["partial_end_marker_at_end"], "r")
+    assert tail.content == "\n</tool_" and tail.tool_calls[0].name == "get_weather"
+    broken = parser.parse('<tool_call>{"name": "f", "arguments": {"a": 1 2}}</tool_call>', "r")
+    assert broken.tool_calls[0].arguments == '{"a": 1 2}}'
+
+
+def test_hermes_invalid_before_commit_is_content(parser: HermesToolParser) -> None:
+    """A body that is not a call before its arguments start is content, as vLLM's batch
+    makes it (the first call: all output)."""
+    for text in ('x <tool_call>{"name": 3, "arguments": {}}</tool_call>',
+                 "x <tool_call>[1]</tool_call> y", 'x <tool_call>{"arguments": {}}</tool_call>'):
+        assert parser.parse(text, "r").content == text
+
+
+def test_hermes_arguments_before_name_held_whole(parser: HermesToolParser) -> None:
+    """A body that names its arguments first is held to its end and decided as vLLM does."""
+    text = '<tool_call>{"arguments": {"a": "b"}, "name": "f"}</tool_call>'
+    state, events = parser.feed(parser.initial_state(), text[:-12], "r")
+    assert events == []
+    result = parser.parse(text, "r")
+    assert [(c.name, c.arguments) for c in result.tool_calls] == [("f", '{"a": "b"}')]
     assert_split_invariant(parser, text, qwen3().chunks(text))
 
 
-def test_hermes_emits_call_whole_when_closed(parser: HermesToolParser) -> None:
-    """The call is emitted (name + canonical args) as soon as `</tool_call>` arrives."""
+def test_hermes_streams_name_then_argument_fragments(parser: HermesToolParser) -> None:
+    """The call is sent once its name and the start of its arguments are read; string
+    values stream as they come; the arguments are canonical JSON."""
     state = parser.initial_state()
-    state, events = parser.feed(state, "Hi <tool_call>\n" + '{"name": "get_weather", "arguments": {"city":"X"}}', "r")
+    state, events = parser.feed(state, 'Hi <tool_call>\n{"name": "get_weather", "argu', "r")
     assert [type(e).__name__ for e in events] == ["ContentDelta"]
-    state, events = parser.feed(state, "\n</tool_call>", "r")
+    state, events = parser.feed(state, 'ments": {"city":"Pa', "r")
     assert [type(e).__name__ for e in events] == ["ToolCallStart", "ToolArgsDelta"]
-    assert json.loads(events[1].text) == {"city": "X"} and events[1].text == '{"city": "X"}'
+    assert events[0].name == "get_weather" and events[1].text == '{"city": "Pa'
+    state, events = parser.feed(state, 'ris","n":12', "r")
+    assert [e.text for e in events] == ['ris", "n": ']
+    state, events = parser.feed(state, "}}\n</tool_call>", "r")
+    assert [e.text for e in events] == ["12}"]
