@@ -36,11 +36,10 @@ from typing import Any, ClassVar
 
 from parsers._errors import StateError
 from parsers.tools._base import is_json, json_dumps, json_loads
-from parsers.tools._json_args import DONE, ERROR, MORE, JsonArgs, JsonArgsState, Root
+from parsers.tools._json_calls import JsonCall, JsonCallReader
 from parsers.tools._machine import (
     EOS,
     TEXT,
-    CallState,
     Run,
     Step,
     Table,
@@ -75,23 +74,9 @@ class P(enum.StrEnum):
     VERBATIM = "verbatim"  # a rejected first call: everything is content
 
 
-class Body(enum.StrEnum):
-    READ = "read"  # before the commit: the body is held in `raw`
-    HOLD = "hold"  # arguments before the name: held whole, decided at the end
-    ARGS = "args"  # committed: the arguments stream
-    RAW = "raw"  # committed, the arguments stopped being JSON: the body's text is argument text
-    TAIL = "tail"  # committed, the arguments complete: what follows in the body is checked
-
-
-@dataclass(frozen=True, slots=True)
-class HermesCall(CallState):
-    body: Body = Body.READ
-    args: JsonArgsState | None = None
-
-
 @dataclass(frozen=True, slots=True)
 class HermesState(ToolStreamState):
-    call: HermesCall | None = None
+    call: JsonCall | None = None
 
 
 class HermesToolParser(TableToolParser):
@@ -100,115 +85,46 @@ class HermesToolParser(TableToolParser):
     state_class = HermesState
     call_phases = frozenset({P.CALL})
 
+    @property
+    def reader(self) -> JsonCallReader:
+        return JsonCallReader(
+            args_keys=("arguments",), limit=self.call_limit, ends_with_value=False,
+            decide=_decide, reject=_reject,
+        )  # fmt: skip
+
     def check_ext(self, state: ToolStreamState) -> None:
         if state.call is not None and state.call.args is None:
             raise StateError(f"{self.name}: a call without its body state")
 
-    @property
-    def envelope(self) -> JsonArgs:
-        return JsonArgs(root=Root.ENVELOPE, limit=self.call_limit)
 
-    # -- actions ---------------------------------------------------------------------------
+def _decide(run: Run, raw: str) -> bool:
+    found = hermes_call(raw)
+    if found is not None:
+        run.emit_call(*found)
+    return found is not None
 
-    def open_call(self, run: Run, marker: str) -> None:
-        run.open_call_raw(marker)
-        run.call = HermesCall(args=self.envelope.start())
 
-    def body_text(self, run: Run, text: str) -> None:
-        call: HermesCall = run.call
-        if call.body in (Body.READ, Body.HOLD):
-            call = call.replace(raw=call.raw + text)
-            if call.body is Body.HOLD:
-                run.call = call
-                return
-        if call.body is Body.RAW:
-            run.args(text)
-            return
-        if call.body is Body.TAIL:
-            self._tail(run, text)
-            return
-        args, out, rest = self.envelope.feed(call.args, text)
-        run.call = call.replace(args=args)
-        if call.body is Body.READ and args.started:
-            self._maybe_commit(run)
-        if run.call.body is Body.ARGS:
-            run.args(out)
-            if args.status == ERROR:
-                self._args_broke(run, rest or "")
-            elif args.status == DONE or args.where == "a":
-                run.call = run.call.replace(body=Body.TAIL)
-                if rest:
-                    self._tail(run, rest)
-
-    def _maybe_commit(self, run: Run) -> None:
-        call: HermesCall = run.call
-        if not call.args.ordered:  # the arguments came first: decide at the end
-            run.call = call.replace(body=Body.HOLD)
-            return
-        run.call = call.replace(body=Body.ARGS, raw="")
-        run.start_call(call.args.name)
-
-    def _args_broke(self, run: Run, rest: str) -> None:
-        """Documented: the arguments keep their canonical prefix, then the raw text."""
-        run.args(self.envelope.held_raw(run.call.args) + rest)
-        run.call = run.call.replace(body=Body.RAW)
-
-    def _tail(self, run: Run, text: str) -> None:
-        """Text in a committed body after its arguments: the rest of the envelope (validated),
-        or text that makes it invalid, which is content (documented)."""
-        call: HermesCall = run.call
-        args = call.args
-        if args.status == MORE:
-            args, _, rest = self.envelope.feed(args, text)
-            run.call = call.replace(args=args)
-            if args.status == MORE:
-                return
-            text = rest or ""
-        if args.status == DONE and not (call.raw + text).strip():
-            run.call = run.call.replace(raw=call.raw + text)  # whitespace: held, may be last
-            return
-        run.content(call.raw + text)
-        run.call = run.call.replace(raw="")
-
-    def end_call(self, run: Run, marker: str) -> None:
-        call: HermesCall = run.call
-        if call.body is Body.ARGS:
-            args, out = self.envelope.end(call.args)
-            run.args(out)
-            if args.status != DONE:
-                run.args(self.envelope.held_raw(args))
-        elif call.body is Body.TAIL and call.args.status == MORE:
-            args, _ = self.envelope.end(call.args)
-            if args.status != DONE:
-                run.content(self.envelope.held_raw(args))
-        elif call.body in (Body.READ, Body.HOLD):
-            found = hermes_call(call.raw)
-            if found is None:
-                run.reject_call(call.raw + marker, P.VERBATIM, P.BETWEEN)
-                return
-            run.emit_call(*found)
-        run.call = None
-
-    def end_at_eos(self, run: Run, text: str) -> None:
-        self.end_call(run, "")
-        if run.phase == P.CALL:
-            run.phase = P.BETWEEN
+def _reject(run: Run, raw: str) -> None:
+    run.reject_call(raw, P.VERBATIM, P.BETWEEN)
 
 
 def _open(run: Run, marker: str) -> None:
-    run.parser.open_call(run, marker)
+    run.open_call_raw(marker)
+    run.parser.reader.open(run)
 
 
 def _body(run: Run, text: str) -> None:
-    run.parser.body_text(run, text)
+    run.parser.reader.read(run, text)
 
 
 def _end(run: Run, marker: str) -> None:
-    run.parser.end_call(run, marker)
+    run.parser.reader.close(run, marker)
 
 
 def _eos(run: Run, text: str) -> None:
-    run.parser.end_at_eos(run, text)
+    run.parser.reader.close(run, "")
+    if run.phase == P.CALL:
+        run.phase = P.BETWEEN
 
 
 HermesToolParser.table = Table(
