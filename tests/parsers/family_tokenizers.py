@@ -201,12 +201,16 @@ FAMILIES: dict[str, Family] = {f.key: f for f in (
            "tokens; <|eos|>/<|startoftext|>/<|extra_0|> special (template)",
            special=("<|startoftext|>", "<|eos|>", "<|extra_0|>", "<|extra_4|>"),
            plain=("<answer>", "</answer>", "<tool_calls>", "</tool_calls>")),
-    Family("hy", "augmented", "Hy3/Hy4: the tool parsers raise without <tool_calls> "
-           "single tokens; <｜hy_...｜> turn tokens special",
-           special=("<｜hy_begin_of_sentence｜>", "<｜hy_User｜>", "<｜hy_Assistant｜>",
-                    "<｜hy_eos｜>", "<｜hy_pad｜>"),
-           plain=("<tool_calls>", "</tool_calls>", "<arg_key>", "</arg_key>", "<arg_value>",
-                  "</arg_value>")),
+    Family("hy", "augmented", "Hy3/Hy4: every marker carries the checkpoint's token_suffix "
+           "':opensource' (tokenizer_config.json, read by vLLM's hy parsers); the tool parsers "
+           "raise without <tool_calls...> single tokens; <｜hy_...｜> turn tokens special",
+           special=tuple(f"<｜hy_{t}:opensource｜>" for t in
+                         ("begin_of_sentence", "User", "Assistant", "eos", "pad")),
+           plain=tuple(f"<{t}:opensource>" for t in
+                       ("think", "/think", "tool_calls", "/tool_calls", "tool_call", "/tool_call",
+                        "tool_sep", "arg_key", "/arg_key", "arg_value", "/arg_value",
+                        "tool_responses", "/tool_responses", "tool_response", "/tool_response")),
+           config={"token_suffix": ":opensource"}),
     Family("inkling", "augmented", "Inkling: every block marker is a dedicated special "
            "token (vllm/parser/inkling.py)",
            special=("<|message_model|>", "<|content_text|>", "<|content_thinking|>",
@@ -308,7 +312,7 @@ REASONING_FAMILY: dict[str, str] = {
     "minimax_m3": "minimax_m3", "mistral": "mistral", "muse": "muse",
     "muse_glimmer": "muse", "musespark1x": "muse", "nemotron_v3": "qwen3", "olmo3": "qwen3",
     "openai_gptoss": "openai", "plamo3": "plamo3", "poolside_v1": "poolside",
-    "qwen3": "qwen3", "seed_oss": "seed_oss", "step3": "qwen3", "step3p5": "qwen3",
+    "qwen3": "qwen3", "seed_oss": "seed_oss", "step3": "step3", "step3p5": "qwen3",
     "step5": "qwen3",
 }  # fmt: skip
 
@@ -386,11 +390,14 @@ def family_tokenizer(kind: str, vllm_name: str) -> TokenizerBundle:
     return bundle_for_family(family_key(kind, vllm_name))
 
 
-def token_chunks(bundle: TokenizerBundle, text: str) -> list[tuple[str, list[int]]]:
-    """`text` as vLLM streams it: one (decoded piece, [ids]) per token, special tokens
-    decoded (skip_special_tokens=False, as the tool/reasoning parsers request). A token
-    that completes no character (part of a multi-byte UTF-8 sequence) joins the next
-    chunk's ids, so every chunk carries text, except possibly a trailing one."""
+def token_chunks(
+    bundle: TokenizerBundle, text: str, *, merge_incomplete: bool = False
+) -> list[tuple[str, list[int]]]:
+    """`text` as vLLM streams it at stream interval 1: one (decoded delta, [id]) per token,
+    special tokens decoded (skip_special_tokens=False, as the tool/reasoning parsers
+    request). A token that completes no character (part of a multi-byte UTF-8 sequence)
+    has an empty delta, as in vLLM (some parsers assert one id per delta: hunyuan_a13b);
+    `merge_incomplete=True` folds such ids into the next chunk instead."""
     from parsers.detokenizer import IncrementalDetokenizer
 
     detok = IncrementalDetokenizer(bundle.tokenizer, bundle.special_ids, skip_special_tokens=False)
@@ -400,13 +407,19 @@ def token_chunks(bundle: TokenizerBundle, text: str) -> list[tuple[str, list[int
     for tid in bundle.encode(text):
         state, piece = detok.feed(state, [tid])
         pending.append(tid)
-        if piece:
+        if piece or not merge_incomplete:
             out.append((piece, pending))
             pending = []
     if pending:
         out.append(("", pending))
-    if "".join(t for t, _ in out) != text:
-        raise ValueError(f"{bundle.name}: text does not round-trip through the tokenizer")
+    joined = "".join(t for t, _ in out)
+    if joined != text:
+        # A literal U+FFFD is held back by incremental decoding as a possibly incomplete
+        # character until the stream ends; the engine's final flush emits it then.
+        if not (out and text.startswith(joined)):
+            raise ValueError(f"{bundle.name}: text does not round-trip through the tokenizer")
+        last_text, last_ids = out[-1]
+        out[-1] = (last_text + text[len(joined):], last_ids)
     return out
 
 

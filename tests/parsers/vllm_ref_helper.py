@@ -389,7 +389,15 @@ def op_family(req):
             "results": results}
 
 
-OPS = {"family": op_family, "tool_traits": op_tool_traits, "detok": op_detok, "parse": op_parse, "stream": op_stream,
+def op_registries(req):
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tool_parsers import ToolParserManager
+
+    return {"tool": list(ToolParserManager.list_registered()),
+            "reasoning": list(ReasoningParserManager.list_registered())}
+
+
+OPS = {"family": op_family, "registries": op_registries, "tool_traits": op_tool_traits, "detok": op_detok, "parse": op_parse, "stream": op_stream,
        "replay_cpu": op_replay_cpu, "reasoning_tokens": op_reasoning_tokens}
 
 
