@@ -1,5 +1,5 @@
-"""Realistic model outputs per vLLM parser name (tests/parsers/corpus/*.json, written by
-tests/parsers/corpus/generate.py), and generic hostile variants of any output.
+"""Realistic model outputs per vLLM parser name (tests/parsers/family_outputs/*.json, written by
+tests/parsers/family_outputs/generate.py), and generic hostile variants of any output.
 
     family_corpus("tool", "kimi_k2")  # {"<template>:<case>": model output text, ...}
     hostile_variants(text, markers)   # {"cut@17": ..., "markers_only": ..., ...}
@@ -18,7 +18,7 @@ from .family_tokenizers import FAMILIES, family_key
 __all__ = ["CORPUS_DIR", "REASONING_FORMATS", "TOOL_FORMATS", "corpus_entries",
            "family_corpus", "family_markers", "hostile_variants"]
 
-CORPUS_DIR = Path(__file__).resolve().parent / "corpus"
+CORPUS_DIR = Path(__file__).resolve().parent / "family_outputs"
 
 # vLLM name -> corpus formats (files) holding what that family's models generate.
 TOOL_FORMATS: dict[str, tuple[str, ...]] = {

