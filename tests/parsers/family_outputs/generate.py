@@ -63,7 +63,7 @@ FORMATS: dict[str, dict[str, Any]] = {
     "qwen3_coder": {"templates": ["Qwen-Qwen3-Coder-30B-A3B-Instruct"]},
     "qwen3_vl": {"templates": ["Qwen-Qwen3-VL-8B-Thinking"]},
     "deepseek_r1": {"templates": ["deepseek-ai-DeepSeek-R1-Distill-Qwen-32B"],
-                    "bos": "<｜begin▁of▁sentence｜>"},
+                    "bos": "<｜begin▁of▁sentence｜>", "turn_end": "<｜end▁of▁sentence｜>"},
     "deepseek_v31": {"templates": ["deepseek-ai-DeepSeek-V3.1"], "kwargs": {"thinking": True},
                      "bos": "<｜begin▁of▁sentence｜>"},
     "deepseek_v32": {"templates": ["deepseek-ai-DeepSeek-V3.2"], "kwargs": {"thinking": True},
