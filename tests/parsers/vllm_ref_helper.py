@@ -12,6 +12,9 @@ Protocol: one JSON object per line on stdin, one JSON object per line on stdout
   algorithm rebuilds this same parser state) -> concatenated deltas.
 * replay_cpu: CPU seconds of derender's replay algorithm over token chunks (for bench/).
 * reasoning_tokens: vLLM's reasoning-token counts for `cases` (reasoning_tokens_ref.py).
+* family: any registered tool and/or reasoning parser on many cases in one call: composed
+  batch, tool parser alone, reasoning parser alone, composed stream with its per-chunk
+  tool-call deltas, and reasoning-token counts (see `op_family`; client: family_oracle.py).
 
 Tokenizers are loaded from a directory. loader "auto" is AutoTokenizer (what vLLM does);
 "backend" forces transformers' TokenizersBackend over tokenizer.json, needed for DeepSeek-R1
@@ -202,7 +205,240 @@ def op_reasoning_tokens(req):
     return [reasoning_tokens_ref.run(case, tokenizer) for case in req["cases"]]
 
 
-OPS = {"tool_traits": op_tool_traits, "detok": op_detok, "parse": op_parse, "stream": op_stream,
+def _err(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _calls(tool_calls) -> list[dict]:
+    out = []
+    for tc in tool_calls or []:
+        fn = getattr(tc, "function", None)
+        if fn is None:  # the composed Parser's own FunctionCall-like objects
+            out.append({"name": getattr(tc, "name", None),
+                        "arguments": getattr(tc, "arguments", None), "id": getattr(tc, "id", None)})
+        else:
+            out.append({"name": fn.name, "arguments": fn.arguments, "id": getattr(tc, "id", None)})
+    return out
+
+
+def _family_request(req):
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], **(req.get("request") or {})}
+    if req.get("tools"):
+        body["tools"] = req["tools"]
+    if req.get("chat_template_kwargs") is not None:
+        body.setdefault("chat_template_kwargs", req["chat_template_kwargs"])
+    return ChatCompletionRequest.model_validate(body)
+
+
+def _family_batch(req, tok, parser_cls, text, ids):
+    request = _family_request(req)
+    prompt_ids = req.get("prompt_token_ids")
+    parser = _make_parser(req, tok, request, parser_cls)
+    if req.get("adjust_request"):
+        request = parser.adjust_request(request)
+    if prompt_ids is not None:
+        parser.set_prompt_token_ids(prompt_ids)
+    enable_auto = req.get("enable_auto_tools", True)
+    reasoning, content, tool_calls = parser.parse(
+        text, request, enable_auto_tools=enable_auto, model_output_token_ids=ids or (),
+    )
+    raw = {"reasoning": reasoning, "content": content, "tool_calls": _calls(tool_calls)}
+    fields = assemble_chat_message_fields(
+        request, reasoning, content, tool_calls, enable_auto_tools=enable_auto,
+        parser_cls=parser_cls,
+    )
+    out = {"raw": raw, "reasoning": fields.reasoning, "content": fields.content,
+           "tool_calls": _calls(fields.tool_calls)}
+    try:
+        out["reasoning_tokens"] = parser.count_reasoning_tokens(list(ids))
+    except Exception as exc:
+        out["reasoning_tokens_error"] = _err(exc)
+    return out
+
+
+def _family_stream(req, tok, parser_cls, chunks):
+    request = _family_request(req)
+    parser = _make_parser(req, tok, request, parser_cls)
+    if req.get("adjust_request"):
+        request = parser.adjust_request(request)
+    processor = ChatStreamProcessor(
+        request, parser, enable_auto_tools=req.get("enable_auto_tools", True),
+        parser_cls=parser_cls,
+    )
+    reasoning, content, calls, deltas = [], [], {}, []
+    finish_reasons = []
+    for i, (text, ids) in enumerate(chunks):
+        finish = "stop" if i == len(chunks) - 1 else None
+        step = processor.step(text, list(ids), finish, req.get("prompt_token_ids"))
+        delta, finish_reason = step
+        finish_reasons.append(finish_reason)
+        if delta is None:
+            deltas.append(None)
+            continue
+        entry = {"reasoning": delta.reasoning, "content": delta.content, "tool_calls": []}
+        reasoning.append(delta.reasoning or "")
+        content.append(delta.content or "")
+        for tc in delta.tool_calls or []:
+            fn = tc.function
+            name = fn.name if fn is not None else None
+            args = fn.arguments if fn is not None else None
+            entry["tool_calls"].append(
+                {"index": tc.index, "id": tc.id, "name": name, "arguments": args})
+            slot = calls.setdefault(tc.index, {"name": "", "arguments": "", "id": None})
+            slot["name"] += name or ""
+            slot["arguments"] += args or ""
+            if tc.id:
+                slot["id"] = slot["id"] or tc.id
+        deltas.append(entry)
+    return {
+        "reasoning": "".join(reasoning), "content": "".join(content),
+        "tool_calls": [calls[i] for i in sorted(calls)], "deltas": deltas,
+        "finish_reason": finish_reasons[-1] if finish_reasons else None,
+    }
+
+
+def op_family(req):
+    """One tool parser and/or one reasoning parser over many cases; errors are data.
+
+    Request: tool_parser, reasoning_parser (names or null), tokenizer_dir, loader, tools,
+    request (ChatCompletionRequest fields: tool_choice, parallel_tool_calls,
+    include_reasoning, ...), chat_template_kwargs, prompt_token_ids, enable_auto_tools
+    (default true), adjust_request (default false: call the composed parser's
+    adjust_request on the request first, as serving does before generation),
+    cases: [{text, chunks: [[text, ids], ...], token_ids (default: the chunks' ids),
+    prompt_token_ids (overrides the request-level one for this case)}]. Note: vLLM's
+    DelegatingParser never enters its tool-call phase in a stream whose prompt_token_ids
+    are None (state.reasoning_ended is only set from them), so pass a prompt ([] at least).
+    Response: {"construct": {"tool"|"reasoning"|"composed": null or error}, "composed_class",
+    "results": [{"batch", "tool", "reasoning", "stream", "reasoning_tokens"} per case, each
+    replaced by "<key>_error" when vLLM raised]}.
+    """
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tool_parsers import ToolParserManager
+
+    tok = tokenizer(req["tokenizer_dir"], req.get("loader", "auto"))
+    tool_name, reasoning_name = req.get("tool_parser"), req.get("reasoning_parser")
+    kwargs = req.get("chat_template_kwargs") or {}
+    construct = {"tool": None, "reasoning": None, "composed": None}
+    tool_cls = reasoning_cls = parser_cls = None
+    if tool_name:
+        try:
+            tool_cls = ToolParserManager.get_tool_parser(tool_name)
+            tool_cls(tok, _family_request(req).tools)
+        except Exception as exc:
+            construct["tool"] = _err(exc)
+    if reasoning_name:
+        try:
+            reasoning_cls = ReasoningParserManager.get_reasoning_parser(reasoning_name)
+            reasoning_cls(tok, chat_template_kwargs=kwargs)
+        except Exception as exc:
+            construct["reasoning"] = _err(exc)
+    try:
+        parser_cls = ParserManager.get_parser(
+            tool_parser_name=tool_name, reasoning_parser_name=reasoning_name,
+            enable_auto_tools=req.get("enable_auto_tools", True), tokenizer=tok,
+        )
+        if parser_cls is None:
+            raise TypeError("ParserManager.get_parser returned None")
+    except Exception as exc:
+        construct["composed"] = _err(exc)
+        parser_cls = None
+
+    results = []
+    for case in req["cases"]:
+        text, chunks = case["text"], case.get("chunks") or [[case["text"], []]]
+        creq = req  # per-case prompt (the template's generation prompt) overrides
+        if "prompt_token_ids" in case:
+            creq = {**req, "prompt_token_ids": case["prompt_token_ids"]}
+        ids = case.get("token_ids")
+        if ids is None:
+            ids = [i for _, chunk_ids in chunks for i in chunk_ids]
+        out = {}
+        if parser_cls is None:
+            out["batch_error"] = out["stream_error"] = "construct: " + construct["composed"]
+        else:
+            try:
+                out["batch"] = _family_batch(creq, tok, parser_cls, text, ids)
+            except Exception as exc:
+                out["batch_error"] = _err(exc)
+            try:
+                out["stream"] = _family_stream(creq, tok, parser_cls, chunks)
+            except Exception as exc:
+                out["stream_error"] = _err(exc)
+        if tool_name:
+            if construct["tool"]:
+                out["tool_error"] = "construct: " + construct["tool"]
+            else:
+                try:
+                    request = _family_request(req)
+                    info = tool_cls(tok, request.tools).extract_tool_calls(text, request)
+                    out["tool"] = {"tools_called": info.tools_called, "content": info.content,
+                                   "tool_calls": _calls(info.tool_calls)}
+                except Exception as exc:
+                    out["tool_error"] = _err(exc)
+        if reasoning_name:
+            if construct["reasoning"]:
+                out["reasoning_error"] = "construct: " + construct["reasoning"]
+            else:
+                try:
+                    rp = reasoning_cls(tok, chat_template_kwargs=kwargs)
+                    r, c = rp.extract_reasoning(text, _family_request(creq))
+                    out["reasoning"] = {"reasoning": r, "content": c}
+                    try:
+                        out["reasoning_tokens"] = rp.count_reasoning_tokens(list(ids))
+                    except Exception as exc:
+                        out["reasoning_tokens_error"] = _err(exc)
+                except Exception as exc:
+                    out["reasoning_error"] = _err(exc)
+        results.append(out)
+    return {"construct": construct,
+            "composed_class": None if parser_cls is None else [c.__name__ for c in parser_cls.__mro__[:3]],
+            "results": results}
+
+
+def op_family_construct(req):
+    """For each {tool_parser, reasoning_parser, tokenizer_dir, loader}: None when the tool
+    parser, the reasoning parser and ParserManager.get_parser(..., tokenizer=tok) (which
+    also instantiates the composed class) all construct, else {which: error}."""
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tool_parsers import ToolParserManager
+
+    out = []
+    for item in req["items"]:
+        tok = tokenizer(item["tokenizer_dir"], item.get("loader", "auto"))
+        errors = {}
+        if item.get("tool_parser"):
+            try:
+                ToolParserManager.get_tool_parser(item["tool_parser"])(tok, None)
+            except Exception as exc:
+                errors["tool"] = _err(exc)
+        if item.get("reasoning_parser"):
+            try:
+                ReasoningParserManager.get_reasoning_parser(item["reasoning_parser"])(tok)
+            except Exception as exc:
+                errors["reasoning"] = _err(exc)
+        try:
+            cls = ParserManager.get_parser(
+                tool_parser_name=item.get("tool_parser"),
+                reasoning_parser_name=item.get("reasoning_parser"),
+                enable_auto_tools=True, tokenizer=tok)
+            cls(tok, None, chat_template_kwargs={}, model_config=None)
+        except Exception as exc:
+            errors["composed"] = _err(exc)
+        out.append(errors or None)
+    return out
+
+
+def op_registries(req):
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tool_parsers import ToolParserManager
+
+    return {"tool": list(ToolParserManager.list_registered()),
+            "reasoning": list(ReasoningParserManager.list_registered())}
+
+
+OPS = {"family": op_family, "family_construct": op_family_construct,
+       "registries": op_registries, "tool_traits": op_tool_traits, "detok": op_detok, "parse": op_parse, "stream": op_stream,
        "replay_cpu": op_replay_cpu, "reasoning_tokens": op_reasoning_tokens}
 
 
