@@ -36,29 +36,46 @@ class ToolParserTraits:
     format (as "auto") instead of the JSON forms. In 0.33 every parser with an xgrammar
     `structural_tag_model` has it False (VLLM_ENFORCE_STRICT_TOOL_CALLING defaults on).
     engine_based: runs on vLLM's parser engine (`engine_based_streaming`), which changes the
-    content returned with tool_choice="none" or when no call is found.
+    content returned with tool_choice="none" or when no call is found, and whose
+    `adjust_request` always sets skip_special_tokens=False.
+    structural_tag_model: the class's xgrammar `structural_tag_model` (render builds the tag).
+    keeps_special_tokens: `adjust_request` sets skip_special_tokens=False when the request has
+    tools and tool_choice is not "none" (Hermes and the families built on it).
+    tool_view: what of the request's tools the parser reads, so a stream state carries only
+    that (`parsers.tools._schema.encode_tools`): "presence", "names" or "types".
     """
 
     supports_required_and_named: bool = True
     engine_based: bool = False
+    structural_tag_model: str | None = None
+    keeps_special_tokens: bool = False
+    tool_view: str = "types"
 
 
 _NATIVE_FORMAT = ToolParserTraits(supports_required_and_named=False)
 _NATIVE_ENGINE = ToolParserTraits(supports_required_and_named=False, engine_based=True)
 
 # Checked against vLLM's own classes by tests/parsers/test_differential.py.
+_HERMES = ToolParserTraits(supports_required_and_named=False, structural_tag_model="hermes",
+                           keeps_special_tokens=True, tool_view="presence")  # fmt: skip
+_LLAMA = ToolParserTraits(supports_required_and_named=False, structural_tag_model="llama",
+                          tool_view="presence")  # fmt: skip
+_QWEN_XML = ToolParserTraits(supports_required_and_named=False, engine_based=True,
+                             structural_tag_model="qwen_3_coder")  # fmt: skip
 TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
-    "hermes": _NATIVE_FORMAT,
-    "qwen3_json": _NATIVE_FORMAT,
-    "llama3_json": _NATIVE_FORMAT,
-    "llama4_json": _NATIVE_FORMAT,
+    "hermes": _HERMES,
+    "qwen3_json": _HERMES,
+    "llama3_json": _LLAMA,
+    "llama4_json": _LLAMA,
     "mistral": _NATIVE_ENGINE,
-    "pythonic": ToolParserTraits(),
-    "llama4_pythonic": ToolParserTraits(),
-    "qwen3_coder": _NATIVE_ENGINE,
-    "qwen3_xml": _NATIVE_ENGINE,
-    "deepseek_v3": _NATIVE_FORMAT,
-    "deepseek_v31": _NATIVE_FORMAT,
+    "pythonic": ToolParserTraits(tool_view="presence"),
+    "llama4_pythonic": ToolParserTraits(tool_view="presence"),
+    "qwen3_coder": _QWEN_XML,
+    "qwen3_xml": _QWEN_XML,
+    "deepseek_v3": ToolParserTraits(supports_required_and_named=False,
+                                    structural_tag_model="deepseek_r1", tool_view="presence"),
+    "deepseek_v31": ToolParserTraits(supports_required_and_named=False,
+                                     structural_tag_model="deepseek_v3_1", tool_view="presence"),
     "granite": ToolParserTraits(engine_based=True),
 }
 

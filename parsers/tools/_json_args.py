@@ -497,3 +497,72 @@ class _Writer:
             f["canonical"] = True
         else:
             f["diverged"] = True
+
+
+# -- vLLM's parser engine with JSON arguments -----------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EngineJsonState(JsonState):
+    """json: the JSON writer. raw: the body stopped being JSON (or never was an object): its
+    text is written as it is. ws: raw mode: trailing whitespace held (vLLM strips the body).
+    wrote: something was written."""
+
+    json: JsonArgsState = JsonArgsState()
+    raw: bool = False
+    ws: str = ""
+    wrote: bool = False
+    pre: str = ""  # the body read while nothing was written (vLLM may return it raw)
+
+    def held_chars(self) -> int:
+        return self.json.held_chars() + len(self.ws) + len(self.pre)
+
+
+class EngineJsonArgs:
+    """The `ArgFormat` of vLLM parser-engine families with JSON arguments (`tool_args_json`,
+    no converter): `_extract_args_json` + `_fix_arg_types` (ENGINE root, schema-coerced).
+
+    A blank body is "{}"; a body that is not an object is its raw text, stripped (as vLLM).
+    Divergence (stream == our batch; families name it): a body that stops being JSON after
+    its object began keeps the canonical text so far followed by its raw text from the fault
+    (vLLM returns the whole raw body, stripped)."""
+
+    def __init__(self, properties: Mapping[str, Any] | None, limit: int) -> None:
+        self.json = JsonArgs(root=Root.ENGINE, schema=SchemaTable(properties), limit=limit)
+
+    def start(self, name: str = "") -> EngineJsonState:
+        return EngineJsonState(json=self.json.start(name))
+
+    def feed(self, state: EngineJsonState, text: str) -> tuple[EngineJsonState, str, None]:
+        if state.raw:
+            return self._raw(state, text)
+        js, out, rest = self.json.feed(state.json, text)
+        if not state.wrote and not out and js.status == ERROR:  # not JSON at all: all raw
+            return self._raw(state.replace(json=js, raw=True, pre=""), state.pre + text)
+        consumed = text if rest is None else text[: len(text) - len(rest)]
+        pre = "" if (state.wrote or out) else state.pre + consumed
+        state = state.replace(json=js, wrote=state.wrote or bool(out), pre=pre)
+        if js.status == ERROR or (js.status == DONE and rest and rest.strip()):
+            broken = self.json.held_raw(js) if js.status == ERROR else ""
+            state, tail, _ = self._raw(state.replace(raw=True, pre=""), broken + (rest or ""))
+            return state, out + tail, None
+        return state, out, None
+
+    def _raw(self, state: EngineJsonState, text: str) -> tuple[EngineJsonState, str, None]:
+        body = state.ws + text
+        if not state.wrote:
+            body = body.lstrip()
+        kept = body.rstrip()
+        return state.replace(ws=body[len(kept) :], wrote=state.wrote or bool(kept)), kept, None
+
+    def end(self, state: EngineJsonState) -> tuple[EngineJsonState, str]:
+        if state.raw:
+            return state, "" if state.wrote else "{}"
+        js, out = self.json.end(state.json)
+        if js.status != DONE and not state.wrote and not out and state.pre.strip():
+            return state.replace(json=js, pre=""), state.pre.strip()  # never JSON: raw
+        if js.status != DONE:
+            out += self.json.held_raw(js)
+        if not state.wrote and not out:
+            out = "{}"
+        return state.replace(json=js, pre=""), out

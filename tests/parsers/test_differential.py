@@ -307,9 +307,10 @@ def test_tool_parser_traits_match_vllm(ref) -> None:
     from parsers.tools import TOOL_PARSER_TRAITS, tool_parser_traits
 
     theirs = ref.call("tool_traits", names=sorted(TOOL_PARSER_TRAITS))
-    for name, (supports, engine) in theirs.items():
+    for name, (supports, engine, tag_model) in theirs.items():
         traits = tool_parser_traits(name)
-        assert (traits.supports_required_and_named, traits.engine_based) == (supports, engine), name
+        ours = (traits.supports_required_and_named, traits.engine_based, traits.structural_tag_model)
+        assert ours == (supports, engine, tag_model), name
 
 
 FORCED_JSON_TEXTS = {

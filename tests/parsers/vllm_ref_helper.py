@@ -195,7 +195,8 @@ def op_tool_traits(req):
     for name in req["names"]:
         cls = ToolParserManager.get_tool_parser(name)
         out[name] = [bool(cls.supports_required_and_named),
-                     bool(getattr(cls, "engine_based_streaming", False))]
+                     bool(getattr(cls, "engine_based_streaming", False)),
+                     getattr(cls, "structural_tag_model", None)]
     return out
 
 
