@@ -2,44 +2,51 @@
 
 vLLM 0.33 (`Llama3JsonToolParser`, also `llama4_json`) batch semantics reproduced here:
 
-* every top-level `{` starts a JSON object (decoded with Python's json); each must have a
-  string `name` and an `arguments` (else `parameters`) key, whose value becomes
+* every `{` in the output starts a JSON object (`raw_decode`); each must have a string
+  `name` and an `arguments` (else `parameters`) key, whose value becomes
   `json.dumps(value, ensure_ascii=False)`; text between objects is ignored;
 * with at least one call the content is None; any malformed object (or none at all) makes
   the whole output content;
 * quirk kept: a `{` directly after an object's closing `}` is skipped (vLLM's "inside the
   previous object" test is off by one), so the next `{` inside it is tried instead.
-  `flag` in the state remembers "the previous char closed an object".
 
 Streaming: whether this is a tool-call output is decided at its first non-whitespace text
 (`{`, `<|python_tag|>`, or `[` followed by blanks and `{`: a list of calls, whose brackets
-vLLM's batch ignores); that leading text is held (bounded by MAX_HELD_CHARS). In a
-tool-call output, text before the first accepted call is kept in `pending` (bounded by
-MAX_TOOL_CALL_CHARS) so that a malformed first call, or no call at all, still returns the
-whole output as content. Each call is emitted whole when its object closes.
+vLLM's batch ignores); that leading text is held (bounded by MAX_HELD_CHARS). In a tool-call
+output a call is sent once its object has shown its name and the start of its arguments
+(`_json_calls`), and its arguments stream; the text kept before the first call (`pending`)
+turns the whole output into content if that call is malformed.
 
-Divergences from vLLM's batch (stream == our batch instead; tests
-`test_llama3_divergence_*`), each a case where vLLM's batch would take back text or calls
-already streamed: prose before the first object is content and the objects after it stay
-content (vLLM's batch would extract them and drop the prose, which streamed before any
-object was seen; its stream does as we do); a malformed object after an emitted call,
-including the inner object vLLM's off-by-one skip picks in `{..}{..}`, becomes content (its
-raw text) and the earlier calls stay (vLLM's batch would make all output content).
+Divergences from vLLM's batch (stream == our batch instead; tests `test_llama3_divergence_*`),
+each where vLLM's batch would take back text or calls already streamed: prose before the
+first object is content and the objects after it stay content (vLLM's own stream does the
+same); a malformed object after an emitted call, including the inner object vLLM's off-by-one
+skip picks in `{..}{..}`, becomes content (its text up to the fault) and the earlier calls
+stay; a call whose arguments break after they started keeps its text: the canonical
+arguments so far, then the raw text to the end of the output (nothing ends such a call); an
+`arguments` member after a `parameters` member that already streamed is not taken.
 """
 
 from __future__ import annotations
 
+import enum
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from parsers._base import MAX_HELD_CHARS
-from parsers.tools._base import (
-    JsonEndScanner,
-    Phase,
+from parsers._state import JsonState
+from parsers.tools._base import is_json, json_dumps, json_raw_decode
+from parsers.tools._json_calls import JsonCall, JsonCallReader
+from parsers.tools._machine import (
+    EOS,
+    TEXT,
     Run,
-    StreamingToolParser,
-    is_json,
-    json_dumps,
-    json_loads,
+    Step,
+    Table,
+    TableToolParser,
+    ToolStreamState,
+    nothing,
+    to_content,
 )
 
 __all__ = ["Llama3JsonToolParser", "llama_call"]
@@ -49,7 +56,8 @@ PYTHON_TAG = "<|python_tag|>"
 
 def llama_call(raw: str) -> tuple[str, str] | None:
     """(name, arguments) of one JSON object as vLLM accepts it, or None."""
-    obj: Any = json_loads(raw)
+    obj: Any
+    obj, end = json_raw_decode(raw)
     if not is_json(obj) or not isinstance(obj, dict) or "name" not in obj:
         return None
     if "arguments" in obj:
@@ -63,59 +71,140 @@ def llama_call(raw: str) -> tuple[str, str] | None:
     return obj["name"], json_dumps(args)
 
 
-class Llama3JsonToolParser(StreamingToolParser):
+class P(enum.StrEnum):
+    LEAD = "lead"  # deciding whether this output is a tool-call output (text held in `ext`)
+    BETWEEN = "between"  # outside objects: text is dropped
+    CALL = "call"  # inside an object
+    VERBATIM = "verbatim"  # not a tool-call output, or a rejected first call
+
+
+@dataclass(frozen=True, slots=True)
+class LlamaExt(JsonState):
+    lead: str = ""  # LEAD: the output's leading whitespace / `[` / python-tag prefix
+    closed: bool = False  # BETWEEN: the previous character closed an object (the skip quirk)
+
+
+@dataclass(frozen=True, slots=True)
+class LlamaState(ToolStreamState):
+    call: JsonCall | None = None
+    ext: LlamaExt = LlamaExt()
+
+
+class Llama3JsonToolParser(TableToolParser):
     name: ClassVar[str] = "llama3_json"
-    initial_phase: ClassVar[Phase] = Phase.LEAD
+    initial_phase: ClassVar[str] = P.LEAD
+    state_class = LlamaState
+    call_phases = frozenset({P.CALL})
 
-    def _lead(self, run: Run) -> bool:
-        body = run.buf.lstrip()
-        if body.startswith("["):  # a list of calls: `[` and blanks are held like blanks
-            body = body[1:].lstrip()
-        lead = len(run.buf) - len(body)
-        if body.startswith("{") or body.startswith(PYTHON_TAG):
-            run.drop(run.take(lead))
-            run.phase = Phase.BETWEEN
-            return True
-        if run.eos or (body and not PYTHON_TAG.startswith(body)) or lead > MAX_HELD_CHARS:
-            run.phase = Phase.VERBATIM
-            return True
-        return False
+    @property
+    def reader(self) -> JsonCallReader:
+        return JsonCallReader(
+            args_keys=("arguments", "parameters"), limit=self.call_limit,
+            ends_with_value=True, decide=_decide, reject=_reject,
+        )  # fmt: skip
 
-    def _between(self, run: Run) -> bool:
-        start = 1 if run.flag and run.buf.startswith("{") else 0
-        if run.buf:
-            run.flag = False
-        at = run.buf.find("{", start)
-        if at != -1:
-            run.drop(run.take(at))
-            run.phase = Phase.CALL
-            return True
-        run.drop(run.take(len(run.buf)))
-        if run.eos and run.n_calls == 0:  # no call at all: the whole output is content
-            run.content(run.pending)
-            run.pending = ""
-        return False
 
-    def _call(self, run: Run) -> bool:
-        end = JsonEndScanner.maybe_end(run)
-        if end is None:
-            if not run.eos:
-                return False
-            JsonEndScanner.reset(run)
-            end = len(run.buf)
-        raw = run.take(end)
-        call = llama_call(raw)
-        if call is None:
-            run.reject_call(raw, resume=Phase.BETWEEN)
-        else:
-            run.emit_call(*call)
-            run.phase = Phase.BETWEEN
-            run.flag = True
-        return True
+def _decide(run: Run, raw: str) -> bool:
+    found = llama_call(raw)
+    if found is not None:
+        run.emit_call(*found)
+        run.ext = run.ext.replace(closed=True)
+    return found is not None
 
-    handlers: ClassVar = {
-        Phase.LEAD: _lead,
-        Phase.BETWEEN: _between,
-        Phase.CALL: _call,
-        Phase.VERBATIM: StreamingToolParser.verbatim,
-    }
+
+def _reject(run: Run, raw: str) -> None:
+    run.reject_call(raw, P.VERBATIM, P.BETWEEN)
+
+
+# -- the lead -----------------------------------------------------------------------------
+
+
+def _lead(run: Run, text: str) -> str | None:
+    lead = run.ext.lead + text
+    body = lead.lstrip()
+    if body.startswith("["):  # a list of calls: `[` and blanks are held like blanks
+        body = body[1:].lstrip()
+    held = len(lead) - len(body)
+    if body.startswith("{") or body.startswith(PYTHON_TAG):
+        run.keep_raw(lead[:held])
+        run.ext = run.ext.replace(lead="")
+        run.phase = P.BETWEEN
+        return body
+    if (body and not PYTHON_TAG.startswith(body)) or held > MAX_HELD_CHARS:
+        return _verbatim(run, lead)
+    run.ext = run.ext.replace(lead=lead)
+    return None
+
+
+def _lead_tag(run: Run, marker: str) -> str | None:
+    return _lead(run, marker) if not run.ext.lead.strip(" \t\r\n[") else _verbatim(run, run.ext.lead + marker)
+
+
+def _verbatim(run: Run, text: str) -> None:
+    run.ext = run.ext.replace(lead="")
+    run.phase = P.VERBATIM
+    run.content(text)
+
+
+def _lead_end(run: Run, text: str) -> None:
+    _verbatim(run, run.ext.lead)
+
+
+# -- between and inside objects ----------------------------------------------------------------
+
+
+def _between(run: Run, text: str) -> str | None:
+    start = 1 if run.ext.closed and text.startswith("{") else 0
+    if text:
+        run.ext = run.ext.replace(closed=False)
+    at = text.find("{", start)
+    if at == -1:
+        run.keep_raw(text)
+        return None
+    run.keep_raw(text[:at])
+    run.open_call_raw("")
+    run.parser.reader.open(run)
+    run.phase = P.CALL
+    return text[at:]
+
+
+def _between_end(run: Run, text: str) -> None:
+    if run.n_calls == 0:  # no call at all: the whole output is content
+        run.content(run.pending)
+        run.pending = ""
+
+
+def _call(run: Run, text: str) -> str | None:
+    rest = run.parser.reader.read(run, text)
+    if rest is None:
+        return None
+    if run.call is not None:  # a committed call ended with its value
+        run.call = None
+        run.ext = run.ext.replace(closed=True)
+    if run.phase == P.CALL:
+        run.phase = P.BETWEEN
+    return rest or None
+
+
+def _call_end(run: Run, text: str) -> None:
+    run.parser.reader.close(run, "")
+    if run.phase == P.CALL:
+        run.phase = P.BETWEEN
+    _between_end(run, "")
+
+
+Llama3JsonToolParser.table = Table(
+    phases=tuple(P),
+    markers=(PYTHON_TAG,),
+    steps={
+        (P.LEAD, TEXT): Step(_lead),
+        (P.LEAD, PYTHON_TAG): Step(_lead_tag),
+        (P.LEAD, EOS): Step(_lead_end),
+        (P.BETWEEN, TEXT): Step(_between),
+        (P.BETWEEN, EOS): Step(_between_end),
+        (P.CALL, TEXT): Step(_call),
+        (P.CALL, EOS): Step(_call_end),
+        (P.VERBATIM, TEXT): Step(to_content),
+        (P.VERBATIM, EOS): Step(nothing),
+    },
+)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from parsers.registry import get_tool_parser
 from parsers.tools._machine import TableToolParser
 
-from .tool_parser_support import WEATHER_TOOLS, deepseek, qwen3
+from .tool_parser_support import WEATHER_TOOLS, deepseek, llama3, qwen3
 
 _DS_BLOCK = "<｜tool▁calls▁begin｜>{calls}<｜tool▁calls▁end｜>"
 _DS = "<｜tool▁call▁begin｜>"
@@ -35,6 +35,9 @@ _HERMES = (
 CASES["hermes"] = lambda: (qwen3().vocab, [_HERMES, '<tool_call>{"name": "f", "arguments": {"a": 1 2}}'])
 CASES["qwen3_json"] = CASES["hermes"]
 CASES["qwen3_xml"] = CASES["qwen3_coder"]
+_LLAMA = '<|python_tag|>{"name": "f", "parameters": {"a": [1, "x"]}}; {"name": "g", "arguments": {}}{"x": 1}'
+CASES["llama3_json"] = lambda: (llama3().vocab, [_LLAMA, '[ {"parameters": {}, "name": "f"} ]', "prose {"])
+CASES["llama4_json"] = CASES["llama3_json"]
 
 
 def family_cases(name: str) -> tuple[TableToolParser, list[str]]:

@@ -61,6 +61,8 @@ DIVERGENCES = frozenset(
         "prose_before_json",  # the prose streamed as content before any object was seen
         "list_then_prose",  # same: the text after `[` is prose
         "back_to_back_objects",  # the first call streamed before the second object failed
+        "malformed_json",  # the call streamed its name and arguments before the object proved cut
+        "truncated_at_eos",  # same, cut by the end of the output
     }
 )
 
@@ -108,3 +110,22 @@ def test_llama3_divergence_prose_before_json(parser: Llama3JsonToolParser) -> No
     """Named divergence: prose first means a content answer (as vLLM's stream decides)."""
     result = parser.parse(CORPUS["prose_before_json"], "r")
     assert result.tool_calls == () and result.content == CORPUS["prose_before_json"]
+
+
+def test_llama3_divergence_cut_calls(parser: Llama3JsonToolParser) -> None:
+    """Named divergences: a call that streamed before its object proved cut keeps the
+    arguments it has (vLLM's batch: all content; its own stream sends the call too)."""
+    cut = parser.parse(CORPUS["truncated_at_eos"], "r")
+    assert cut.content is None and [(c.name, c.arguments) for c in cut.tool_calls] == [("get_weather", '{"ci')]
+    unclosed = parser.parse(CORPUS["malformed_json"], "r")
+    assert [(c.name, c.arguments) for c in unclosed.tool_calls] == [("get_weather", '{"city": "Paris"')]
+
+
+def test_llama3_streams_name_then_argument_fragments(parser: Llama3JsonToolParser) -> None:
+    state, events = parser.feed(parser.initial_state(), '<|python_tag|>{"name": "get_weather", "param', "r")
+    assert events == []
+    state, events = parser.feed(state, 'eters": {"city": "Pa', "r")
+    assert [type(e).__name__ for e in events] == ["ToolCallStart", "ToolArgsDelta"]
+    assert events[1].text == '{"city": "Pa'
+    state, events = parser.feed(state, 'ris"}}', "r")
+    assert [e.text for e in events] == ['ris"}']
