@@ -139,7 +139,7 @@ DEFAULT_CONTENT_EVENTS: Mapping[S, Ev] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # hashed by identity: tables are cached per spec
 class EngineSpec:
     """One family's `ParserEngineConfig`, as far as tool extraction from content sees it."""
 
@@ -272,7 +272,7 @@ class EngineToolParser(TableToolParser):
         super().__init__(vocab, tools, max_call_chars=max_call_chars)
         literals = self.spec.literal_terminals()
         drops = frozenset(special_tokens) - set(literals) - self.spec.preserve_tokens
-        self.table = _build_table(type(self), drops, skip_reasoning_parsing)
+        self.table = _build_table(self.spec, drops, skip_reasoning_parsing)
         self.state_class = engine_state_class(self.args_state)
         self._tool_names = _tool_names(self.tools)
         self._properties: dict[str, Mapping[str, Any]] = {}
@@ -318,6 +318,11 @@ class EngineToolParser(TableToolParser):
         """Whether vLLM sends (announces) this name text when the slot leaves its name."""
         return self.accepts(raw_name)
 
+    def closes_unnamed(self, raw_name: str) -> bool:
+        """Whether a slot that ends without arguments is decided (vLLM's engine skips a slot
+        with neither name nor arguments; a family that accepts every name says when)."""
+        return True
+
     def accepts(self, name: str) -> bool:
         """vLLM's `_accept_tool_name`."""
         if not name:
@@ -342,10 +347,7 @@ class EngineToolParser(TableToolParser):
 
 
 @functools.cache
-def _build_table(
-    cls: type[EngineToolParser], drops: frozenset[str], skip_reasoning: bool
-) -> Table:
-    spec = cls.spec
+def _build_table(spec: EngineSpec, drops: frozenset[str], skip_reasoning: bool) -> Table:
     literals = spec.literal_terminals()
     neutral = spec.reasoning_markup() if skip_reasoning else frozenset()
     steps: dict[tuple[str, str], Step] = {}
@@ -499,6 +501,9 @@ def _close_slot(run: Run) -> None:
     if call is None:
         return
     if call.mode is Mode.NAME:
+        if not run.parser.closes_unnamed(call.name):
+            run.call = None
+            return
         call = _leave_name(run, call)
     if call.mode is Mode.ARGS:
         fmt = run.parser.arg_format(call.name)

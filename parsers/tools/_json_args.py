@@ -61,8 +61,9 @@ class Root(enum.StrEnum):
 NO_NODE = -1
 WHOLE = -2  # ENGINE: an unwrapped string value, which vLLM returns verbatim unless coerced
 # Dispositions of a document value: W written, S skipped, B the ENVELOPE/ENGINE body object
-# (its members are routed), N the envelope's name (captured), H a string held for coercion.
-W, S, B, N, H = "W", "S", "B", "N", "H"
+# (its members are routed), N the envelope's name (captured), H a string held for coercion,
+# V a root string written verbatim (decoded: `string_verbatim`).
+W, S, B, N, H, V = "W", "S", "B", "N", "H", "V"
 
 
 class SchemaTable:
@@ -150,7 +151,7 @@ class JsonArgsState(JsonState):
             raise ValueError("dispositions do not match the open containers")
         if len(self.out) != len(self.nodes) or set(self.out) - set("{}[]"):
             raise ValueError("bad output containers")
-        if self.next not in ("", W, S, N) or self.sdisp not in ("", W, S, N, H):
+        if self.next not in ("", W, S, N) or self.sdisp not in ("", W, S, N, H, V):
             raise ValueError("bad disposition")
         if self.where not in ("", "r", "a") or self.status not in (MORE, DONE, ERROR, TRUNCATED):
             raise ValueError("bad progress")
@@ -178,9 +179,13 @@ class JsonArgs:
         raw: bool = False,
         args_keys: tuple[str, ...] | None = None,
         name_key: str = "name",
+        string_verbatim: bool = False,
         limit: int = 512 * 1024,
     ) -> None:
+        """`string_verbatim`: a root value that is a string is the arguments themselves (its
+        decoded text), as vLLM's Mistral pre-v11 path keeps string arguments."""
         self.root, self.raw, self.limit = root, raw, limit
+        self.string_verbatim = string_verbatim
         self.schema = schema or SchemaTable(None)
         if args_keys is None:  # vLLM's engine reads both; legacy envelopes name theirs
             args_keys = ("arguments", "parameters") if root is Root.ENGINE else ("arguments",)
@@ -395,7 +400,9 @@ class _Writer:
         if disp == B:
             f["status"] = ERROR
             return
-        if disp == W and f["unwrapped"] and not f["out"]:
+        if disp == W and not f["out"] and self.fmt.string_verbatim and not self.table.schemas:
+            disp = V
+        elif disp == W and not f["out"] and (f["unwrapped"] or self.fmt.string_verbatim):
             disp, f["node"], f["held"] = H, WHOLE, ""
         elif disp == W:
             node = self._item_start()
@@ -412,6 +419,8 @@ class _Writer:
         disp = f["sdisp"]
         if disp == W:
             self._out(ev.raw, json_string_body(ev.value))
+        elif disp == V:
+            self._out(ev.raw, ev.value)
         elif disp == H:
             f["held"] += ev.raw
         elif disp == N:
@@ -433,7 +442,7 @@ class _Writer:
                 self._coerced(value, f["node"], raw)
         elif disp == N:
             f["named"] = True
-        if disp in (W, H):
+        if disp in (W, H, V):
             self._maybe_root_done()
 
     def _scalar(self, ev: Ev, disp: str) -> None:

@@ -36,6 +36,7 @@ class Body(enum.StrEnum):
     ARGS = "args"  # committed: the arguments stream
     RAW = "raw"  # committed, the arguments stopped being JSON: the text is argument text
     TAIL = "tail"  # committed, the arguments complete: the rest of the body is checked
+    JUNK = "junk"  # committed, the body broke after its arguments: its text is content
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +62,14 @@ class JsonCallReader:
         ends_with_value: bool,
         decide: BatchRule,
         reject: Reject,
+        string_verbatim: bool = False,
     ) -> None:
         """`ends_with_value`: the call ends where its JSON value ends (else at a marker).
         `decide`: the family's batch rule for a body that never committed; `reject`: what a
         body it refuses becomes."""
-        self.envelope = JsonArgs(root=Root.ENVELOPE, args_keys=args_keys, limit=limit)
+        self.envelope = JsonArgs(
+            root=Root.ENVELOPE, args_keys=args_keys, limit=limit, string_verbatim=string_verbatim
+        )
         self.ends_with_value = ends_with_value
         self.decide, self.reject = decide, reject
 
@@ -84,6 +88,9 @@ class JsonCallReader:
         if call.body is Body.RAW:
             run.args(text)
             return None
+        if call.body is Body.JUNK:
+            run.content(text)
+            return None
         if call.body is Body.TAIL:
             return self._tail(run, text)
         args, out, rest = self.envelope.feed(call.args, text)
@@ -96,12 +103,12 @@ class JsonCallReader:
         call = run.call
         if call.body is Body.ARGS:
             run.args(out)
+            if args.where == "a" or args.status == DONE:
+                run.call = call.replace(body=Body.TAIL)
+                return self._tail(run, rest or "") if args.status != MORE else None
             if args.status == ERROR:
                 run.args(self.envelope.held_raw(args) + (rest or ""))
                 run.call = call.replace(body=Body.RAW)
-            elif args.where == "a" or args.status == DONE:
-                run.call = call.replace(body=Body.TAIL)
-                return self._tail(run, rest or "") if args.status != MORE else None
         elif call.body is Body.HOLD and args.status != MORE:
             return self._read_ended(run, call, rest)
         return None
@@ -145,11 +152,14 @@ class JsonCallReader:
             if args.status == MORE:
                 return None
             text = rest or ""
-        if self.ends_with_value:
-            if args.status == DONE:
-                return text  # the call ended with its value
+        if args.status == ERROR:  # documented: what broke the body is content
             run.content(self.envelope.held_raw(args) + text)
-            return ""
+            if self.ends_with_value:
+                return ""
+            run.call = call.replace(body=Body.JUNK)
+            return None
+        if self.ends_with_value:
+            return text if args.status == DONE else None  # the call ended with its value
         if args.status == DONE and not (call.raw + text).strip():
             run.call = call.replace(raw=call.raw + text)  # whitespace: held, may be last
             return None

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from parsers.registry import get_tool_parser
 from parsers.tools._machine import TableToolParser
 
-from .tool_parser_support import WEATHER_TOOLS, deepseek, llama3, qwen3
+from .tool_parser_support import WEATHER_TOOLS, deepseek, llama3, mistral_v3, mistral_v11, qwen3
 
 _DS_BLOCK = "<｜tool▁calls▁begin｜>{calls}<｜tool▁calls▁end｜>"
 _DS = "<｜tool▁call▁begin｜>"
@@ -38,10 +38,17 @@ CASES["qwen3_xml"] = CASES["qwen3_coder"]
 _LLAMA = '<|python_tag|>{"name": "f", "parameters": {"a": [1, "x"]}}; {"name": "g", "arguments": {}}{"x": 1}'
 CASES["llama3_json"] = lambda: (llama3().vocab, [_LLAMA, '[ {"parameters": {}, "name": "f"} ]', "prose {"])
 CASES["llama4_json"] = CASES["llama3_json"]
+_PRE = '[TOOL_CALLS] [{"name": "f", "arguments": {"a": 1}}, 3, {"arguments": "x", "name": "g"}] tail'
+CASES["mistral"] = lambda: (mistral_v3().vocab, [_PRE, "hi [TOOL_CALLS] not json [TOOL_CALLS] x", "[TOOL_CALLS]{"])
+# The same name on a v11 vocabulary (the factory picks the format): a key of its own.
+CASES["mistral/v11"] = lambda: (mistral_v11().vocab, [
+    'ok [TOOL_CALLS]get_weather[ARGS]{"city": "x", "days": "3"} t[TOOL_CALLS]f{"a": [1]}',
+    "[TOOL_CALLS] [ARGS]not json [TOOL_CALLS][TOOL_CALLS]",
+])
 
 
 def family_cases(name: str) -> tuple[TableToolParser, list[str]]:
     vocab, texts = CASES[name]()
-    parser = get_tool_parser(name)(vocab, WEATHER_TOOLS)
+    parser = get_tool_parser(name.split("/")[0])(vocab, WEATHER_TOOLS)
     assert isinstance(parser, TableToolParser)
     return parser, texts

@@ -46,7 +46,14 @@ STREAM_LOSSES = frozenset(
 )
 # Ours differs from vLLM's batch here (stream == our batch instead): vLLM's batch drops the
 # prose before the marker, which had already streamed as content.
-DIVERGENCES = frozenset({"prose_then_no_call"})
+DIVERGENCES = frozenset({
+    "prose_then_no_call",
+    # The call streamed (name, then arguments) before its item proved broken or cut; vLLM's
+    # batch then finds no call and returns the segment as content (its own stream sends the
+    # call too). What broke the item after its arguments is content.
+    "malformed_json",
+    "truncated_at_eos",
+})
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +86,21 @@ def test_mistral_divergence_prose_then_no_call(parser: MistralToolParser) -> Non
     """Named divergence `prose_then_no_call`: the prose before a marker that yields no call
     stays (it streamed as content); vLLM's batch keeps only the segment after the marker."""
     assert parser.parse(CORPUS["prose_then_no_call"], "r").content == "Hmm. not json"
+
+
+def test_mistral_divergence_cut_calls(parser: MistralToolParser) -> None:
+    """Named divergences: a call that streamed keeps its arguments; nothing is lost."""
+    broken = parser.parse(CORPUS["malformed_json"], "r")
+    assert [(c.name, c.arguments) for c in broken.tool_calls] == [("get_weather", '{"city": "Paris"}')]
+    assert broken.content == "]"
+    cut = parser.parse(CORPUS["truncated_at_eos"], "r")
+    assert [(c.name, c.arguments) for c in cut.tool_calls] == [("get_weather", '{"ci')]
+
+
+def test_mistral_streams_items(parser: MistralToolParser) -> None:
+    """Each item of the array is sent at its arguments' start and streams."""
+    state, events = parser.feed(parser.initial_state(), '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Pa', "r")
+    assert [type(e).__name__ for e in events] == ["ToolCallStart", "ToolArgsDelta"]
+    state, events = parser.feed(state, 'ris"}}, {"name": "search", "arguments": "x', "r")
+    assert [type(e).__name__ for e in events] == ["ToolArgsDelta", "ToolCallStart", "ToolArgsDelta"]
+    assert events[2].text == "x"  # string arguments are kept verbatim

@@ -134,15 +134,23 @@ def test_format_is_part_of_the_state() -> None:
         pre.feed(v11.initial_state(), "x", "r")
 
 
-def test_call_is_emitted_when_its_json_closes() -> None:
-    """A call streams as soon as its JSON arguments close, before the next marker or EOS."""
+def test_call_streams_name_then_arguments() -> None:
+    """The name is sent with the first argument text (as vLLM sends it); the arguments
+    stream as the model wrote them, and a call is complete as soon as its JSON closes."""
     parser = _parser(mistral_v11())
+    state, events = parser.feed(parser.initial_state(), "Sure.\n[TOOL_CALLS]get_weather[ARGS]", "r")
+    assert [type(e).__name__ for e in events] == ["ContentDelta"]
+    state, events = parser.feed(state, '{"city": "Pa', "r")
+    assert [type(e).__name__ for e in events] == ["ToolCallStart", "ToolArgsDelta"]
+    assert events[0].name == "get_weather" and events[1].text == '{"city": "Pa'
+    state, events = parser.feed(state, 'ris"}', "r")
+    assert [e.text for e in events] == ['ris"}']
+    assert state.call is not None and state.call.args.done
     state, events = parser.feed(parser.initial_state(), "Sure.\n" + CALL_W, "r")
     got = collapse_events(events)
     assert got.content == "Sure."
-    assert [(c.name, c.id, json.loads(c.arguments)) for c in got.tool_calls] == [
-        ("get_weather", mistral_tool_call_id("r", 0), json.loads(W))]
-    assert (state.buf, state.head, state.pending) == ("", "", "")  # nothing of the call is kept
+    assert [(c.name, c.id, c.arguments) for c in got.tool_calls] == [
+        ("get_weather", mistral_tool_call_id("r", 0), W)]
 
 
 def test_reasoning_markers_in_tool_content() -> None:

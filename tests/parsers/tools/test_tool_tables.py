@@ -10,10 +10,11 @@ from parsers._errors import ParserError
 from parsers.registry import get_tool_parser, tool_parser_names
 from parsers.tools._machine import EOS, TEXT, TableToolParser
 
-from .table_cases import family_cases
+from .table_cases import CASES, family_cases
 
 FAMILIES = sorted(
-    name for name in tool_parser_names() if issubclass(get_tool_parser(name), TableToolParser)
+    {name for name in tool_parser_names() if issubclass(get_tool_parser(name), TableToolParser)}
+    | set(CASES)
 )
 
 
