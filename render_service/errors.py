@@ -1,4 +1,4 @@
-"""The one error tree of render-service, mapped to HTTP in `render_service.http_errors`.
+"""The one error tree of render-service, mapped to HTTP in `render_service.http.errors`.
 
     RenderServiceError (status 500, "InternalServerError")
     ├── BadRequestError (400, "BadRequestError")      bad input, validation, bad templates

@@ -31,7 +31,7 @@ from render_service.config import ServiceConfig
 from render_service.errors import ConfigError
 from render_service.mm.family import ImageFamily
 from render_service.mm.registry import load_image_family, resolve_float_dtype
-from render_service.tokenization import TokenEncoder
+from render_service.render.tokenization import TokenEncoder
 
 __all__ = ["SAMPLING_DEFAULT_KEYS", "ModelBundle"]
 

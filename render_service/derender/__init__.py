@@ -15,5 +15,6 @@ Modules, leaves first:
   context    what every step needs from the server (built once)
   chat, chat_stream, completion   the four operations
 
-`render_service.derender_api.Derenderer` is the public entry point.
+`render_service.derender.api.Derenderer` is the public entry point (re-exported as
+`render_service.derender_api`); `stream_state` is the signed envelope codec.
 """

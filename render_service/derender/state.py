@@ -30,7 +30,7 @@ from parsers._state import JsonState
 from parsers.detokenizer import DetokState
 from render_service.derender.stops import StopScanState
 from render_service.errors import StreamStateError
-from render_service.stream_state import StreamStateCodec
+from render_service.derender.stream_state import StreamStateCodec
 
 __all__ = [
     "ChoiceState",

@@ -9,7 +9,7 @@
     GET  /ping    vLLM's (SageMaker) probe, answered like /ready
 
 Client hang-ups cancel the work (asgi.until_disconnect / SSEResponse), which aborts the
-engine requests. Errors go through the service's one mapping (http_errors); a saturated
+engine requests. Errors go through the service's one mapping (http.errors); a saturated
 gateway's 503 carries `Retry-After`, like the middleware's own.
 """
 
@@ -28,11 +28,11 @@ from render_service.gateway.asgi import ClientDisconnected, SSEResponse, until_d
 from render_service.gateway.codec import Codec, InProcessCodec
 from render_service.gateway.config import GatewayConfig
 from render_service.gateway.gateway import ClientFactory, Gateway, SaturatedError, StreamResult
-from render_service.http_errors import error_response, install_error_handlers
-from render_service.http_io import json_response, read_json_object, version_body
-from render_service.metrics import CONTENT_TYPE_LATEST, render_metrics_text
-from render_service.middleware import OPEN_PATHS, ServiceMiddleware
-from render_service.mm.fetch import MediaFetcher
+from render_service.http.errors import error_response, install_error_handlers
+from render_service.http.bodies import json_response, read_json_object, version_body
+from render_service.http.metrics import CONTENT_TYPE_LATEST, render_metrics_text
+from render_service.http.middleware import OPEN_PATHS, ServiceMiddleware
+from render_service.http.media_fetch import MediaFetcher
 
 __all__ = ["create_gateway_app"]
 

@@ -38,8 +38,8 @@ from render_service.gateway.pool import Engine, EnginePool, HealthChecker
 from render_service.gateway.responders import OpenStream, Responders
 from render_service.gateway.routing import make_policy
 from render_service.gateway.stages import Aborter, DecodeStage, PrefillStage, RenderStage
-from render_service.http_io import VLLM_API_VERSION
-from render_service.mm.fetch import MediaFetcher
+from render_service.http.bodies import VLLM_API_VERSION
+from render_service.http.media_fetch import MediaFetcher
 
 __all__ = ["Gateway", "Admission", "SaturatedError", "StreamResult", "system_fingerprint"]
 

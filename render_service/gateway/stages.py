@@ -48,8 +48,8 @@ from render_service.gateway.errors import (
 )
 from render_service.gateway.metrics import GATEWAY_METRICS
 from render_service.gateway.pool import Engine, EnginePool
-from render_service.mm.fetch import MediaFetcher
-from render_service.request_bounds import check_counts
+from render_service.http.media_fetch import MediaFetcher
+from render_service.render.request_bounds import check_counts
 
 __all__ = ["Aborter", "DecodeStage", "PrefillStage", "RenderStage"]
 

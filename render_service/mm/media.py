@@ -5,7 +5,7 @@ see docs/multimodal-design.md section 5):
 
 1. The URL is classified: `data:` (base64 only), `file:` (only under an allowed media folder,
    checked on the fully resolved path so `..` and symlinks cannot escape), `http(s):` (the bytes
-   the HTTP layer fetched beforehand under its policy, `mm.fetch`; the core does no network IO)
+   the HTTP layer fetched beforehand under its policy, `http.media_fetch`; the core does no network IO)
    and anything else (refused).
 2. The bytes are opened with Pillow restricted to vLLM's format allowlist. `Image.open` reads
    only the header, so the pixel count is checked *before* the pixels are decoded; Pillow's own

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from render_service.errors import BadRequestError
-from render_service.messages import ImageRef, ImageSlots
+from render_service.render.messages import ImageRef, ImageSlots
 from render_service.mm.cache import ProcessedImageCache
 from render_service.mm.family import ImageFamily, ProcessedImage, in_model_dtype
 from render_service.mm.features import build_features, expand_placeholders

@@ -6,7 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 from .helpers import EOS, REQUEST_ID
 
-from render_service.app import create_app
+from render_service.http.app import create_app
 from render_service.config import ServiceConfig
 
 

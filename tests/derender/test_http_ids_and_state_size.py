@@ -16,7 +16,7 @@ import random
 import pytest
 from fastapi.testclient import TestClient
 
-from render_service.app import create_app
+from render_service.http.app import create_app
 from render_service.config import Limits, ServiceConfig
 
 from .conftest import PARSER_FLAGS

@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from render_service.api import Renderer
-from render_service.app import create_app
+from render_service.http.app import create_app
 from render_service.config import Limits, ServiceConfig
 from render_service.model import ModelBundle
 

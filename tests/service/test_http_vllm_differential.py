@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from render_service import __version__
-from render_service.app import create_app
+from render_service.http.app import create_app
 from render_service.config import ServiceConfig
 
 from ..reliability.reliability_support import ThreadServer

@@ -12,7 +12,7 @@ Errors vLLM raises *outside* pydantic (`VLLMValidationError` -> "msg (parameter=
 are built with `vllm_validation_error`.
 
 Messages are validated lightly here (a list of objects with a string `role`); their content
-is normalised by `render_service.messages`.
+is normalised by `render_service.render.messages`.
 """
 
 from __future__ import annotations
@@ -533,7 +533,7 @@ class ChatCompletionRequest(OpenAIBaseModel):
             return data
         kv = data.get("kv_transfer_params")
         if isinstance(kv, dict) and kv.get("prompt_token_ids") is not None:
-            from render_service.messages import has_non_text_content
+            from render_service.render.messages import has_non_text_content
 
             if has_non_text_content(data.get("messages")):
                 kv.pop("prompt_token_ids")

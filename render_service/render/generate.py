@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from render_service.chat_render import (
+from render_service.render.chat_prompt import (
     ChatPrompt,
     check_mm_kwargs,
     check_template_trust,
@@ -23,18 +23,18 @@ from render_service.chat_render import (
 )
 from render_service.config import ServiceConfig
 from render_service.errors import BadRequestError, NotFoundError, NotImplementedFeatureError
-from render_service.messages import count_history_tool_calls
+from render_service.render.messages import count_history_tool_calls
 from render_service.mm.pipeline import ImagePipeline
 from render_service.model import ModelBundle
-from render_service.parser_support import ParserSupport, extract_structured_outputs
-from render_service.prompt_limits import TokenizeLimits, max_tokens_for
+from render_service.render.parser_support import ParserSupport, extract_structured_outputs
+from render_service.render.prompt_limits import TokenizeLimits, max_tokens_for
 from render_service.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
     parse_request,
     vllm_validation_error,
 )
-from render_service.sampling import (
+from render_service.render.sampling import (
     OPENAI_DEFAULTS,
     OUTPUT_KIND_DELTA,
     OUTPUT_KIND_FINAL_ONLY,

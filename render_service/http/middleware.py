@@ -14,8 +14,8 @@ from typing import Any
 import orjson
 
 from render_service.errors import PayloadTooLargeError
-from render_service.http_errors import error_body
-from render_service.metrics import METRICS
+from render_service.http.errors import error_body
+from render_service.http.metrics import METRICS
 
 __all__ = ["ServiceMiddleware"]
 

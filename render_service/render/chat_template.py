@@ -23,7 +23,7 @@ import jinja2
 import jinja2.meta
 import jinja2.nodes
 
-from render_service.jinja_env import ChatTemplateEnvironment, RenderLimits, render_limits
+from render_service.render.jinja_env import ChatTemplateEnvironment, RenderLimits, render_limits
 
 __all__ = [
     "TemplateRenderError",

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from render_service.chat_template import (
+from render_service.render.chat_template import (
     HF_APPLY_CHAT_TEMPLATE_PARAMS,
     TemplateRenderError,
     detect_content_format,
@@ -25,11 +25,11 @@ from render_service.chat_template import (
 )
 from render_service.config import ServiceConfig
 from render_service.errors import BadRequestError
-from render_service.jinja_env import RenderLimits
-from render_service.messages import ImageRef, ImageSlots, build_conversation, has_non_text_content
+from render_service.render.jinja_env import RenderLimits
+from render_service.render.messages import ImageRef, ImageSlots, build_conversation, has_non_text_content
 from render_service.mm.pipeline import ImagePipeline, PreparedImages
 from render_service.model import ModelBundle
-from render_service.prompt_limits import TokenizeLimits
+from render_service.render.prompt_limits import TokenizeLimits
 from render_service.protocol import ChatCompletionRequest, sanitize_message, vllm_validation_error
 
 __all__ = ["ChatPrompt", "merge_kwargs", "render_chat_prompt", "request_template_kwargs", "server_template_kwargs"]

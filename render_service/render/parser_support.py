@@ -10,10 +10,10 @@ Render does not parse output, but the parsers still shape the `GenerateRequest`:
   tools are present and `tool_choice != "none"`; parsers without a structural-tag model turn a
   required/named `tool_choice` into a JSON-schema `structured_outputs`. Parsers that have an
   xgrammar structural-tag model (hermes, llama3_json, qwen3_coder, deepseek_v3, ...) get an
-  xgrammar structural tag (render_service/structural_tags.py) for required/named choice,
+  xgrammar structural tag (render_service/render/structural_tags.py) for required/named choice,
   strict tools, `parallel_tool_calls=false` or `--tool-strict-level` above "auto". The one
   corner refused with a 501: auto choice with constrained tools and a user constraint whose
-  acceptance by xgrammar we cannot decide (render_service/xgrammar_support.py).
+  acceptance by xgrammar we cannot decide (render_service/render/xgrammar_support.py).
 
 A tool parser only counts with `--enable-auto-tool-choice` (vLLM's ParserManager ignores it
 otherwise).
@@ -28,9 +28,9 @@ from typing import Any
 from render_service.config import TOOL_STRICT_LEVELS, ServiceConfig
 from render_service.errors import BadRequestError, ConfigError, NotImplementedFeatureError
 from render_service.protocol import vllm_validation_error
-from render_service.sampling import normalise_structured_outputs
-from render_service.structural_tags import dump_structural_tag, resolve_strictness, tool_call_format
-from render_service.xgrammar_support import Unknown, output_format
+from render_service.render.sampling import normalise_structured_outputs
+from render_service.render.structural_tags import dump_structural_tag, resolve_strictness, tool_call_format
+from render_service.render.xgrammar_support import Unknown, output_format
 
 __all__ = [
     "TOOL_PARSER_SPECS",
@@ -148,7 +148,7 @@ def _calls_tools(choice: Any) -> bool:
 def _structural_tag_changes(
     request: Any, model: str, user: dict[str, Any] | None, strict_level: str | None
 ) -> dict[str, Any]:
-    """vLLM's `DelegatingParser._apply_structural_tag` (see render_service/structural_tags.py).
+    """vLLM's `DelegatingParser._apply_structural_tag` (see render_service/render/structural_tags.py).
 
     `user` is the request's own constraint (response_format over structured_outputs). Auto
     keeps it as "a tool call or the user's format" when xgrammar accepts it; required/named
