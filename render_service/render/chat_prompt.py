@@ -26,7 +26,9 @@ from render_service.render.chat_template import (
 from render_service.config import ServiceConfig
 from render_service.errors import BadRequestError
 from render_service.render.jinja_env import RenderLimits
-from render_service.render.messages import ImageRef, ImageSlots, build_conversation, has_non_text_content
+from render_service.protocol.content import has_non_text_content
+from render_service.mm.refs import ImageRef, ImageSlots
+from render_service.render.messages import build_conversation
 from render_service.mm.pipeline import ImagePipeline, PreparedImages
 from render_service.model import ModelBundle
 from render_service.render.prompt_limits import TokenizeLimits
