@@ -33,7 +33,9 @@ from render_service.render.chat_prompt import (
 )
 from render_service.config import ServiceConfig
 from render_service.errors import BadRequestError, ConfigError
-from render_service.render.generate import RenderContext, render_chat, render_completion
+from render_service.render.chat import render_chat
+from render_service.render.completion import render_completion
+from render_service.render.context import RenderContext
 from render_service.mm.cache import ProcessedImageCache
 from render_service.mm.pipeline import ImagePipeline, ImageSettings
 from render_service.model import ModelBundle
