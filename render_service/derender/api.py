@@ -27,12 +27,8 @@ import os
 from typing import Any
 
 from render_service.config import ServiceConfig
-from render_service.derender.chat import derender_chat_batch
-from render_service.derender.chat_stream import derender_chat_stream
-from render_service.derender.completion import (
-    derender_completion_batch,
-    derender_completion_stream,
-)
+from render_service.derender.chat_batch import derender_chat_batch
+from render_service.derender.completion_batch import derender_completion_batch
 from render_service.derender.context import DerenderContext, HfTokenDecoder
 from render_service.derender.decoding import Decoders, EosIds
 from render_service.derender.parsing import ParserFactory
@@ -45,6 +41,8 @@ from render_service.derender.schemas import (
 )
 from render_service.derender.settings import ChatSettings, CompletionSettings
 from render_service.derender.state import LocalStateEnvelope, StateEnvelope
+from render_service.derender.stream import derender_stream
+from render_service.derender.stream_kinds import CHAT_STREAM, COMPLETION_STREAM
 from render_service.errors import ConfigMismatchError, NotFoundError
 from render_service.protocol import ChatCompletionRequest, CompletionRequest, parse_request
 from render_service.derender.stream_state import StreamStateCodec
@@ -74,7 +72,7 @@ class Derenderer:
         self._check_fingerprint(request.render_fingerprint)
         settings = self._chat_settings(request.chat_request)
         if isinstance(request, ChatStreamBody):
-            return derender_chat_stream(self.ctx, request, settings)
+            return derender_stream(self.ctx, request, settings, CHAT_STREAM)
         return derender_chat_batch(self.ctx, request, settings)
 
     def derender_completion(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -87,7 +85,7 @@ class Derenderer:
             raw = _without_our_keys(request.completion_request)
             settings = CompletionSettings.from_request(parse_request(CompletionRequest, raw))
         if isinstance(request, CompletionStreamBody):
-            return derender_completion_stream(self.ctx, request, settings)
+            return derender_stream(self.ctx, request, settings, COMPLETION_STREAM)
         return derender_completion_batch(self.ctx, request, settings)
 
     def reasoning_parser_for(self, chat_request: dict[str, Any]) -> Any | None:

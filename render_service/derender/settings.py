@@ -8,7 +8,8 @@ vLLM 0.33 derender reads from the request, with vLLM's defaults when there is no
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+import functools
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from render_service.derender.logprobs import chat_top_limit, completion_top_limit
@@ -75,7 +76,14 @@ class _Common:
         return not self.has_request or self.skip_special_tokens is not False
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        # Shallow: the state's encoder copies containers as it dumps them (asdict would
+        # deep-copy the tools on every chunk).
+        return {name: getattr(self, name) for name in _field_names(type(self))}
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
 
 
 def _common_fields(req: Any) -> dict[str, Any]:
