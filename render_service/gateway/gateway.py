@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 
 from render_service.config import Limits
-from render_service.errors import RenderServiceError, ServiceUnavailableError
+from render_service.errors import RenderServiceError, SaturatedError
 from render_service.gateway.batch import BatchResponder
 from render_service.gateway.codec import Codec
 from render_service.gateway.config import GatewayConfig
@@ -44,12 +44,6 @@ from render_service.http.media_fetch import MediaFetcher
 __all__ = ["Gateway", "Admission", "SaturatedError", "StreamResult", "system_fingerprint"]
 
 ClientFactory = Callable[[str], EngineClient]
-
-
-class SaturatedError(ServiceUnavailableError):
-    """Too many generation requests in flight; answered with `Retry-After` (seconds)."""
-
-    retry_after_s = 1
 
 
 class Admission:

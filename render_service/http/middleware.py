@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from render_service.errors import PayloadTooLargeError
+from render_service.errors import PayloadTooLargeError, SaturatedError
 from render_service.http.errors import error_body
 from render_service.http.metrics import METRICS
 
@@ -108,12 +108,11 @@ class ServiceMiddleware:
             return
         if self.in_flight >= self.max_concurrent:
             METRICS.rejected.labels("saturated").inc()
-            body = error_body(
-                f"Server is saturated ({self.max_concurrent} requests in flight); retry later.",
-                "ServiceUnavailableError",
-                503,
+            error = SaturatedError(
+                f"Server is saturated ({self.max_concurrent} requests in flight); retry later."
             )
-            await _send_json(send, 503, body, [(b"retry-after", b"1")])
+            headers = [(name.encode(), value.encode()) for name, value in error.headers.items()]
+            await _send_json(send, error.status, error.to_body(), headers)
             return
         self.in_flight += 1
         try:
