@@ -45,8 +45,8 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from render_service.api import Renderer
-from render_service.http.app import CONFIG_ENV
 from render_service.config import ServiceConfig, config_to_json
+from render_service.http.app import CONFIG_ENV
 from tests.render.ref_server import (
     PARSER_FLAGS,
     RefRenderServer,

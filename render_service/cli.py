@@ -97,7 +97,7 @@ def _human_readable_int(value: str) -> int:
         raise argparse.ArgumentTypeError(
             f"decimals are not allowed with binary suffixes like {suffix}; did you mean {number}{suffix.lower()}?"
         )
-    return int(number) * 1024 ** ("KMGT".index(suffix) + 1)
+    return int(number) * (1 << 10 * ("KMGT".index(suffix) + 1))  # 1024 ** k
 
 
 def _max_model_len(value: str) -> int:
@@ -260,7 +260,8 @@ def _max_images(args: argparse.Namespace) -> int:
     """--max-images, or the "image" entry of vLLM's --limit-mm-per-prompt JSON."""
     per_prompt = parse_json_flag("--limit-mm-per-prompt", args.limit_mm_per_prompt)
     if "image" not in per_prompt:
-        return args.max_images  # range-checked by Limits, under its own flag name
+        limit: int = args.max_images  # range-checked by Limits, under its own flag name
+        return limit
     value = per_prompt["image"]
     if isinstance(value, dict):  # vLLM also accepts {"image": {"count": N, ...}}
         value = value.get("count", args.max_images)

@@ -43,9 +43,9 @@ from render_service.derender.settings import ChatSettings, CompletionSettings
 from render_service.derender.state import LocalStateEnvelope, StateEnvelope
 from render_service.derender.stream import derender_stream
 from render_service.derender.stream_kinds import CHAT_STREAM, COMPLETION_STREAM
+from render_service.derender.stream_state import StreamStateCodec
 from render_service.errors import ConfigMismatchError, NotFoundError
 from render_service.protocol import ChatCompletionRequest, CompletionRequest, parse_request
-from render_service.derender.stream_state import StreamStateCodec
 
 __all__ = ["Derenderer"]
 
@@ -90,9 +90,10 @@ class Derenderer:
 
     def reasoning_parser_for(self, chat_request: dict[str, Any]) -> Any | None:
         """The reasoning parser derender uses for this chat request (None: none configured)."""
-        if not self.ctx.parsers.reasoning_name:
+        settings = self._chat_settings(chat_request)
+        if not self.ctx.parsers.reasoning_name or settings is None:
             return None
-        return self.ctx.parsers.get(self._chat_settings(chat_request)).reasoning_parser
+        return self.ctx.parsers.get(settings).reasoning_parser
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -166,7 +167,8 @@ def _leading_space_marker(hf_tokenizer: Any) -> str | None:
     subs = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
     for sub in subs:
         if sub and sub.get("type") == "Metaspace":
-            return sub.get("replacement", "\u2581")
+            marker: str = sub.get("replacement", "\u2581")
+            return marker
     return None
 
 

@@ -8,7 +8,6 @@ vLLM 0.33 derender reads from the request, with vLLM's defaults when there is no
 from __future__ import annotations
 
 from collections.abc import Callable
-import functools
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -81,9 +80,14 @@ class _Common:
         return {name: getattr(self, name) for name in _field_names(type(self))}
 
 
-@functools.cache
-def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
+_FIELD_NAMES: dict[type[Any], tuple[str, ...]] = {}
+
+
+def _field_names(cls: type[Any]) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
 
 
 def _common_fields(req: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from parsers import Event
 from parsers.chat import ChatState
 from render_service.derender import bounds, responses
 from render_service.derender.assembly import DeltaParts, delta_parts, resolve_finish_reason
@@ -136,7 +137,7 @@ def _parse(
         return DeltaParts(content=text or None), None
     parser = ctx.parsers.get(state.settings)
     parser_state = state.parser
-    events = []
+    events: list[Event] = []
     if text:
         parser_state, events = parser.feed(parser_state, text, request_id)
     if ending:

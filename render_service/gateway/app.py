@@ -28,11 +28,11 @@ from render_service.gateway.asgi import ClientDisconnected, SSEResponse, until_d
 from render_service.gateway.codec import Codec, InProcessCodec
 from render_service.gateway.config import GatewayConfig
 from render_service.gateway.gateway import ClientFactory, Gateway, StreamResult
-from render_service.http.errors import install_error_handlers
 from render_service.http.bodies import json_response, read_json_object, version_body
+from render_service.http.errors import install_error_handlers
+from render_service.http.media_fetch import MediaFetcher
 from render_service.http.metrics import CONTENT_TYPE_LATEST, render_metrics_text
 from render_service.http.middleware import OPEN_PATHS, ServiceMiddleware
-from render_service.http.media_fetch import MediaFetcher
 
 __all__ = ["create_gateway_app"]
 

@@ -18,7 +18,7 @@ decode).
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -72,7 +72,7 @@ class StreamResult:
     """A started SSE response. Iterate `body`; always await `close()` at the end (it aborts
     what still runs and frees the admission slot, even if `body` was never iterated)."""
 
-    body: AsyncIterator[bytes]
+    body: AsyncGenerator[bytes, None]
     close: Callable[[], Awaitable[None]]
 
 
@@ -204,14 +204,14 @@ class Gateway:
                 return
             closed = True
             try:
-                await body.aclose()  # type: ignore[attr-defined]
+                await body.aclose()
                 await opened.aclose()
             finally:
                 self.admission.leave()
 
-        async def released() -> AsyncIterator[bytes]:
+        async def released() -> AsyncGenerator[bytes, None]:
             try:
-                async with aclosing(body) as chunks:  # type: ignore[type-var]
+                async with aclosing(body) as chunks:
                     async for chunk in chunks:
                         yield chunk
             finally:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from concurrent.futures import Executor
 from contextlib import aclosing
 from typing import Any
@@ -59,7 +59,7 @@ __all__ = ["Aborter", "DecodeStage", "PrefillStage", "RenderStage"]
 
 log = logging.getLogger(__name__)
 
-EngineEvents = AsyncIterator[dict[str, Any]]
+EngineEvents = AsyncGenerator[dict[str, Any], None]
 
 
 class RenderStage:
@@ -219,7 +219,7 @@ class DecodeStage:
         stream = engine.client.stream(engine_body(leg, stream=True, request_id=request_id))
         async with EngineAttempt(self.pool, engine, request_id, self.aborter,
                                  abort_reason=lambda: leg.close_reason,
-                                 on_exit=stream.aclose,  # type: ignore[attr-defined]
+                                 on_exit=stream.aclose,
                                  phase=(ctx, "decode")) as attempt:
             deadline = self.timeouts.first_token_s  # then the inter-token one
             try:
@@ -276,7 +276,7 @@ class DecodeStage:
                 and time.perf_counter() - leg.prefill_done_at < self.kv_lease_s / 2)
 
 
-async def _next_within(stream: AsyncIterator[dict[str, Any]], deadline_s: float, engine: Engine,
+async def _next_within(stream: AsyncGenerator[dict[str, Any], None], deadline_s: float, engine: Engine,
                        started: bool) -> dict[str, Any]:
     try:
         async with asyncio.timeout(deadline_s):

@@ -19,16 +19,16 @@ from fastapi import FastAPI, Request
 from starlette.responses import Response
 
 from render_service import __version__
-from render_service.render.api import Renderer
 from render_service.config import ServiceConfig, config_from_json
 from render_service.derender.api import Derenderer
-from render_service.http.errors import install_error_handlers
 from render_service.http.bodies import json_response, read_json_object, version_body
+from render_service.http.errors import install_error_handlers
+from render_service.http.media_fetch import MediaFetcher
 from render_service.http.metrics import CONTENT_TYPE_LATEST, METRICS, render_metrics_text
 from render_service.http.middleware import ServiceMiddleware
-from render_service.http.media_fetch import MediaFetcher
-from render_service.model import ModelBundle
 from render_service.http.openapi import install_openapi
+from render_service.model import ModelBundle
+from render_service.render.api import Renderer
 from render_service.render.request_bounds import check_counts
 
 __all__ = ["CONFIG_ENV", "app_from_env", "create_app"]

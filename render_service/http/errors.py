@@ -30,7 +30,7 @@ _MAX_LISTED_ERRORS = 10  # vLLM lists at most 10 validation errors
 _MAX_INPUT_CHARS = 200
 
 
-def error_body(message: str, error_type: str, status: int, param: str | None = None) -> dict:
+def error_body(message: str, error_type: str, status: int, param: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": error_type, "param": param, "code": status}}
 
 

@@ -30,7 +30,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 OPEN_PATHS = frozenset({"/health", "/metrics", "/ping"})
 
 
-async def _send_json(send: Send, status: int, body: Any, headers: Iterable = ()) -> None:
+async def _send_json(send: Send, status: int, body: Any, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
     payload = orjson.dumps(body)
     await send(
         {
@@ -146,7 +146,7 @@ class ServiceMiddleware:
         return bounded
 
 
-def _too_large_body(limit: int) -> dict:
+def _too_large_body(limit: int) -> dict[str, Any]:
     return error_body(
         f"Request body exceeds the limit of {limit} bytes (--max-body-bytes).",
         "PayloadTooLargeError",

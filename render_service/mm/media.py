@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
-from PIL import Image, ImageOps
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 from render_service.errors import BadRequestError
 
@@ -183,10 +183,10 @@ def decode_image(
 ) -> LoadedImage:
     """Pillow-decode encoded image bytes with the pixel, format and truncation guards."""
     try:
-        image = Image.open(BytesIO(data), formats=ALLOWED_IMAGE_FORMATS)
+        image: Image.Image = Image.open(BytesIO(data), formats=ALLOWED_IMAGE_FORMATS)
     except Image.DecompressionBombError as exc:
         raise _too_many_pixels(str(exc), max_image_pixels) from exc
-    except Image.UnidentifiedImageError as exc:
+    except UnidentifiedImageError as exc:
         raise BadRequestError(
             "Failed to load image: unrecognised or unsupported image format "
             f"(supported: {', '.join(ALLOWED_IMAGE_FORMATS)}).",

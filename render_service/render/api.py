@@ -25,22 +25,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from render_service.render.chat_prompt import (
-    check_mm_kwargs,
-    check_template_trust,
-    merge_kwargs,
-    render_chat_prompt,
-)
 from render_service.config import ServiceConfig
 from render_service.errors import BadRequestError, ConfigError
-from render_service.render.chat import render_chat
-from render_service.render.completion import render_completion
-from render_service.render.context import RenderContext
 from render_service.mm.cache import ProcessedImageCache
 from render_service.mm.pipeline import ImagePipeline, ImageSettings
 from render_service.model import ModelBundle
-from render_service.render.parser_support import ParserSupport
-from render_service.render.prompt_limits import TokenizeLimits
 from render_service.protocol import (
     DetokenizeRequest,
     TokenizeChatRequest,
@@ -49,6 +38,17 @@ from render_service.protocol import (
     parse_union_request,
     random_uuid,
 )
+from render_service.render.chat import render_chat
+from render_service.render.chat_prompt import (
+    check_mm_kwargs,
+    check_template_trust,
+    merge_kwargs,
+    render_chat_prompt,
+)
+from render_service.render.completion import render_completion
+from render_service.render.context import RenderContext
+from render_service.render.parser_support import ParserSupport
+from render_service.render.prompt_limits import TokenizeLimits
 
 __all__ = ["Renderer"]
 

@@ -138,6 +138,7 @@ def _tool_dicts(request: ChatCompletionRequest, config: ServiceConfig) -> list[d
 
 
 def _chat_limits(bundle: ModelBundle, request: ChatCompletionRequest) -> TokenizeLimits:
+    output: int | None
     if request.max_completion_tokens is not None:
         output, param = request.max_completion_tokens, "max_completion_tokens"
     else:

@@ -29,7 +29,11 @@ from render_service.config import TOOL_STRICT_LEVELS, ServiceConfig
 from render_service.errors import BadRequestError, ConfigError, NotImplementedFeatureError
 from render_service.protocol import vllm_validation_error
 from render_service.render.sampling import normalise_structured_outputs
-from render_service.render.structural_tags import dump_structural_tag, resolve_strictness, tool_call_format
+from render_service.render.structural_tags import (
+    dump_structural_tag,
+    resolve_strictness,
+    tool_call_format,
+)
 from render_service.render.xgrammar_support import Unknown, output_format
 
 __all__ = [
@@ -196,7 +200,9 @@ def _user_format(user: dict[str, Any], parser_model: str) -> dict[str, Any] | No
         ) from exc
 
 
-def extract_structured_outputs(structured: dict[str, Any] | None, response_format: dict[str, Any] | None) -> Any:
+def extract_structured_outputs(
+    structured: dict[str, Any] | None, response_format: dict[str, Any] | None
+) -> dict[str, Any] | None:
     """vLLM's `extract_structured_outputs`: `response_format` overrides `structured_outputs`.
 
     Raises:
@@ -223,6 +229,7 @@ def extract_structured_outputs(structured: dict[str, Any] | None, response_forma
 def _one_constraint(structured: dict[str, Any]) -> dict[str, Any]:
     """`structured`, if it holds exactly one constraint (vLLM's StructuredOutputsParams check)."""
     normalised = normalise_structured_outputs(structured)  # raises vLLM's "more than one" error
+    assert normalised is not None  # it is None only for None
     if not any(normalised[key] is not None for key in _CONSTRAINT_KEYS):
         raise vllm_validation_error(
             f"You must use one kind of structured outputs constraint but none are specified: {normalised}"

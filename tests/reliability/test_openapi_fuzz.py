@@ -28,7 +28,6 @@ from schemathesis.specs.openapi.checks import (
 from render_service.http.app import _GET_ROUTES, _POST_ROUTES
 
 
-
 @schemathesis.check
 def no_server_error(ctx, response, case) -> bool:  # noqa: ANN001
     """No 5xx other than a typed 501 refusal."""
