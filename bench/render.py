@@ -13,7 +13,7 @@ Each is measured cold and warm:
 
 The reference has no cross-request cache, so it is measured on the cold requests only (its
 warm numbers would be the same work). Ours: in-process `Renderer` (one thread) and HTTP
-(`render_service.app`, one uvicorn worker). Every row times --n9k / --n50k sequential
+(`render_service.http.app`, one uvicorn worker). Every row times --n9k / --n50k sequential
 requests (p50/p99; 100+ samples make the p99 the 99th percentile of real data, not the
 maximum) and then as many other unique requests from --concurrency clients (req/s of one
 worker). Before timing, ours and the reference must return the same token ids for the same
@@ -45,9 +45,8 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from render_service.api import Renderer
-from render_service.app import CONFIG_ENV
-from render_service.config import ServiceConfig
-from render_service.config_io import config_to_json
+from render_service.config import ServiceConfig, config_to_json
+from render_service.http.app import CONFIG_ENV
 from tests.render.ref_server import (
     PARSER_FLAGS,
     RefRenderServer,
@@ -248,7 +247,7 @@ def http_caller(url: str) -> Call:
 
 
 class OurHttpServer:
-    """`render_service.app` under one uvicorn worker; raises with the log tail if it fails."""
+    """`render_service.http.app` under one uvicorn worker; raises with the log tail if it fails."""
 
     def __init__(self, config: ServiceConfig, log_dir: Path) -> None:
         self.config = config
@@ -263,7 +262,7 @@ class OurHttpServer:
             sys.executable,
             "-m",
             "uvicorn",
-            "render_service.app:app_from_env",
+            "render_service.http.app:app_from_env",
             "--factory",
             "--host",
             "127.0.0.1",

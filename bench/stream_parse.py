@@ -34,12 +34,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from parsers import ChatOptions, ChatParser, DetokState, IncrementalDetokenizer  # noqa: E402
+from parsers.registry import get_reasoning_parser, get_tool_parser  # noqa: E402
 from tests.parsers.chunking import collapse_events  # noqa: E402
 from tests.parsers.tokenizers_util import qwen3  # noqa: E402
 from tests.parsers.vllm_ref import VllmRef  # noqa: E402
-
-from parsers import ChatOptions, ChatParser, DetokState, IncrementalDetokenizer  # noqa: E402
-from parsers.registry import get_reasoning_parser, get_tool_parser  # noqa: E402
 
 TOOLS = [
     {"type": "function", "function": {"name": "get_weather", "parameters": {

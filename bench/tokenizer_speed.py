@@ -37,7 +37,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from render_service.tokenization import TokenEncoder
+from render_service.render.tokenization import TokenEncoder
 from tests.render.families import build_family
 
 DEFAULT_FAMILIES = ("qwen3", "deepseek_r1", "llama3_1", "mistral")

@@ -12,7 +12,6 @@ import os
 import re
 import secrets
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -98,7 +97,7 @@ def _human_readable_int(value: str) -> int:
         raise argparse.ArgumentTypeError(
             f"decimals are not allowed with binary suffixes like {suffix}; did you mean {number}{suffix.lower()}?"
         )
-    return int(number) * 1024 ** ("KMGT".index(suffix) + 1)
+    return int(number) * (1 << 10 * ("KMGT".index(suffix) + 1))  # 1024 ** k
 
 
 def _max_model_len(value: str) -> int:
@@ -261,7 +260,8 @@ def _max_images(args: argparse.Namespace) -> int:
     """--max-images, or the "image" entry of vLLM's --limit-mm-per-prompt JSON."""
     per_prompt = parse_json_flag("--limit-mm-per-prompt", args.limit_mm_per_prompt)
     if "image" not in per_prompt:
-        return args.max_images  # range-checked by Limits, under its own flag name
+        limit: int = args.max_images  # range-checked by Limits, under its own flag name
+        return limit
     value = per_prompt["image"]
     if isinstance(value, dict):  # vLLM also accepts {"image": {"count": N, ...}}
         value = value.get("count", args.max_images)
@@ -325,25 +325,6 @@ def _with_process_secret(config: ServiceConfig) -> ServiceConfig:
     return config.replace(stream_state_secret=secrets.token_hex(32))
 
 
-def serve(config: ServiceConfig, log_level: str) -> None:
-    import uvicorn
-
-    from render_service.app import CONFIG_ENV, create_app
-    from render_service.config_io import config_to_json
-
-    if config.workers == 1:
-        app = create_app(config)  # loads the model: a bad folder or template fails here
-        uvicorn.run(app, host=config.host, port=config.port, log_level=log_level)
-        return
-    from render_service.model import ModelBundle
-
-    ModelBundle.load(config)  # fail once, in the parent, before forking workers
-    os.environ[CONFIG_ENV] = config_to_json(config)
-    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="render-service-metrics-"))
-    uvicorn.run("render_service.app:app_from_env", factory=True, host=config.host, port=config.port,
-                workers=config.workers, log_level=log_level)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser()  # reads the boolean RENDER_SERVICE_* variables
@@ -359,6 +340,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             run_gateway(config, args)
         else:
+            from render_service.http.server import serve
+
             serve(config, args.log_level)
     except ConfigError as exc:
         print(f"render-service: error: {exc.message}", file=sys.stderr)

@@ -21,6 +21,8 @@ __all__ = [
     "TOOL_STRICT_LEVELS",
     "Limits",
     "ServiceConfig",
+    "config_from_json",
+    "config_to_json",
     "parse_json_flag",
 ]
 
@@ -217,3 +219,16 @@ def parse_json_flag(flag: str, raw: str | None) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ConfigError(f"{flag}: expected a JSON object")
     return value
+
+
+def config_to_json(config: ServiceConfig) -> str:
+    """The config as JSON, for handing one config to every worker process."""
+    return json.dumps(dataclasses.asdict(config))
+
+
+def config_from_json(raw: str) -> ServiceConfig:
+    data: dict[str, Any] = json.loads(raw)
+    data["limits"] = Limits(**data.get("limits", {}))
+    for name in ("served_model_name", "allowed_media_domains"):  # JSON has no tuples
+        data[name] = tuple(data.get(name, ()))
+    return ServiceConfig(**data)

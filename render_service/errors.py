@@ -1,4 +1,4 @@
-"""The one error tree of render-service, mapped to HTTP in `render_service.http_errors`.
+"""The one error tree of render-service, mapped to HTTP in `render_service.http.errors`.
 
     RenderServiceError (status 500, "InternalServerError")
     ├── BadRequestError (400, "BadRequestError")      bad input, validation, bad templates
@@ -8,16 +8,25 @@
     ├── NotFoundError (404, "NotFoundError")           unknown model
     ├── PayloadTooLargeError (413)                     body over the configured limit
     ├── NotImplementedFeatureError (501)
-    ├── ServiceUnavailableError (503)                  saturated, no healthy engine
+    ├── ServiceUnavailableError (503)                  no healthy engine
+    │   └── SaturatedError                             too many requests in flight (Retry-After)
     ├── EngineError (502, "BadGatewayError")           an engine failed or answered garbage
     │   └── EngineTimeoutError (504)
     └── ConfigError (startup only; never reaches HTTP)
 
-Every error carries the OpenAI error body fields (`type`, `param`) and its status. The core
-(render, derender, parsers adapters) raises these; only the HTTP layer turns them into bodies.
+Every error carries the OpenAI error body fields (`type`, `param`), its status and the
+response headers it needs; only the HTTP layer turns them into responses. The gateway reads
+three more class attributes instead of testing types: `metric_cause` (the cause label of
+`render_service_gateway_errors_total`), `retryable` (safe to send to another engine if no token
+reached the client) and `reached_engine` (False: the request was provably never sent, so
+there is nothing to abort). The engine-side subclasses are in `render_service.gateway.errors`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import ClassVar
 
 __all__ = [
     "RenderServiceError",
@@ -29,6 +38,7 @@ __all__ = [
     "PayloadTooLargeError",
     "NotImplementedFeatureError",
     "ServiceUnavailableError",
+    "SaturatedError",
     "EngineError",
     "EngineTimeoutError",
     "ConfigError",
@@ -38,6 +48,10 @@ __all__ = [
 class RenderServiceError(Exception):
     status: int = 500
     error_type: str = "InternalServerError"
+    headers: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    metric_cause: ClassVar[str] = "other"
+    retryable: ClassVar[bool] = False
+    reached_engine: ClassVar[bool] = True
 
     def __init__(self, message: str, *, param: str | None = None) -> None:
         super().__init__(message)
@@ -93,6 +107,12 @@ class ServiceUnavailableError(RenderServiceError):
     error_type = "ServiceUnavailableError"
 
 
+class SaturatedError(ServiceUnavailableError):
+    """Too many requests in flight (a worker's or the gateway's bound); retry in a second."""
+
+    headers = MappingProxyType({"retry-after": "1"})
+
+
 class EngineError(RenderServiceError):
     status = 502
     error_type = "BadGatewayError"
@@ -101,6 +121,8 @@ class EngineError(RenderServiceError):
 class EngineTimeoutError(EngineError):
     status = 504
     error_type = "GatewayTimeoutError"
+    metric_cause = "timeout"
+    retryable = True
 
 
 class ConfigError(RenderServiceError):

@@ -31,7 +31,7 @@ from render_service.config import ServiceConfig
 from render_service.errors import ConfigError
 from render_service.mm.family import ImageFamily
 from render_service.mm.registry import load_image_family, resolve_float_dtype
-from render_service.tokenization import TokenEncoder
+from render_service.render.tokenization import TokenEncoder
 
 __all__ = ["SAMPLING_DEFAULT_KEYS", "ModelBundle"]
 
@@ -295,7 +295,7 @@ def _derive_max_model_len(hf_config: dict[str, Any]) -> int | None:
     """Smallest context-length key of config.json, scaled by a rope-scaling factor like vLLM."""
     text_config = hf_config.get("text_config")
     source = text_config if isinstance(text_config, dict) else hf_config
-    lengths = [source[k] for k in _MAX_LEN_KEYS if isinstance(source.get(k), int)]
+    lengths: list[int] = [source[k] for k in _MAX_LEN_KEYS if isinstance(source.get(k), int)]
     if not lengths:
         return None
     derived = min(lengths)

@@ -8,12 +8,15 @@ Modules, leaves first:
   decoding   detokenizers per decode mode, batch decode, one streaming text step
   responses  response dicts in vLLM's field order
   assembly   finish_reason resolution, stream delta folding
-  state      the per-choice stream state and its signed envelope
+  state      the per-choice stream state (typed) and its two envelopes (signed, in-process)
   parser_errors  `parsers` errors on engine output -> typed 400s
   parsing    chat parser construction (cached) from server flags + request settings
   bounds     size checks before any work
   context    what every step needs from the server (built once)
-  chat, chat_stream, completion   the four operations
+  chat_batch, completion_batch    batch derender of each endpoint
+  stream     the one stream-step driver, for both endpoints
+  stream_kinds  what chat and completion streams do differently (a small strategy each)
 
-`render_service.derender_api.Derenderer` is the public entry point.
+`render_service.derender.api.Derenderer` is the public entry point (re-exported as
+`render_service.derender_api`); `stream_state` is the signed envelope codec.
 """

@@ -65,12 +65,12 @@ def delta_parts(events: Iterable[Event], settings: ChatSettings, keep_tools: boo
             by_index[event.index] = call
             parts.tool_calls.append(call)
         elif isinstance(event, ToolArgsDelta):
-            call = by_index.get(event.index)
-            if call is None:
-                call = {"id": None, "type": None, "index": event.index,
+            pending = by_index.get(event.index)
+            if pending is None:
+                pending = {"id": None, "type": None, "index": event.index,
                         "function": {"name": None, "arguments": None}}  # fmt: skip
-                by_index[event.index] = call
-                parts.tool_calls.append(call)
-            function = call["function"]
+                by_index[event.index] = pending
+                parts.tool_calls.append(pending)
+            function = pending["function"]
             function["arguments"] = (function["arguments"] or "") + event.text
     return parts

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from render_service.derender.schemas import GenerateChunkIn, GenerateResponseIn
+from render_service.derender.schemas import (
+    ChoiceIn,
+    GenerateChunkIn,
+    GenerateResponseIn,
+    StreamChoiceIn,
+)
 from render_service.errors import BadRequestError
 
 __all__ = [
@@ -19,7 +24,7 @@ __all__ = [
 MAX_N_SEQUENCES = 16384
 
 
-def _check_choice(choice, max_model_len: int, max_logprobs: int) -> None:  # noqa: ANN001
+def _check_choice(choice: ChoiceIn | StreamChoiceIn, max_model_len: int, max_logprobs: int) -> None:
     if choice.token_ids and len(choice.token_ids) > max_model_len:
         raise BadRequestError(
             f"token_ids length ({len(choice.token_ids)}) in choice {choice.index} exceeds "

@@ -29,9 +29,10 @@ class HfTokenDecoder:
 
     def decode_ids(self, ids: Sequence[int]) -> str:
         try:
-            return self._tok.decode(list(ids))
+            text: str = self._tok.decode(list(ids))
         except OverflowError as exc:
             raise _out_of_range(ids) from exc
+        return text
 
     def token_string(self, token_id: int) -> str | None:
         try:

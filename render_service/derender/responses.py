@@ -43,7 +43,7 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
     }
 
 
-def usage_from_chunk(chunk_usage: dict[str, Any] | None, prompt_tokens: int | None) -> dict | None:
+def usage_from_chunk(chunk_usage: dict[str, Any] | None, prompt_tokens: int | None) -> dict[str, Any] | None:
     """Usage of a stream chunk: the caller's prompt count wins over the engine's."""
     if chunk_usage is None:
         return None

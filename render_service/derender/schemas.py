@@ -195,8 +195,8 @@ class CompletionStreamBody(_DerenderBody):
     completion_request: dict[str, Any] | None = None
 
 
-B = TypeVar("B", bound=BaseModel)
-S = TypeVar("S", bound=BaseModel)
+B = TypeVar("B", bound="_DerenderBody")
+S = TypeVar("S", bound="_DerenderBody")
 
 
 def parse_body(body: dict[str, Any], batch: type[B], stream: type[S]) -> B | S:
@@ -205,9 +205,9 @@ def parse_body(body: dict[str, Any], batch: type[B], stream: type[S]) -> B | S:
     The original body is validated (error inputs summarize it, so it must not grow a key);
     the fingerprint is lifted once the body is known to be valid.
     """
-    members: tuple[type[BaseModel], ...] = (batch, stream)
+    members: tuple[type[_DerenderBody], ...] = (batch, stream)
     order = (stream, batch) if body.get("stream") is True else members
-    failures: dict[type[BaseModel], ValidationError] = {}
+    failures: dict[type[_DerenderBody], ValidationError] = {}
     for member in order:
         try:
             # FastAPI validates bodies with from_attributes=True: a nested model given a

@@ -8,7 +8,7 @@ vLLM 0.33 derender reads from the request, with vLLM's defaults when there is no
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from parsers.tools._schema import prune_tools
@@ -71,7 +71,19 @@ class _Common:
         return not self.has_request or self.skip_special_tokens is not False
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        # Shallow: the state's encoder copies containers as it dumps them (asdict would
+        # deep-copy the tools on every chunk).
+        return {name: getattr(self, name) for name in _field_names(type(self))}
+
+
+_FIELD_NAMES: dict[type[Any], tuple[str, ...]] = {}
+
+
+def _field_names(cls: type[Any]) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
 
 
 def _common_fields(req: Any) -> dict[str, Any]:

@@ -1,11 +1,17 @@
-"""The per-choice streaming state echoed by clients, and its signed envelope.
+"""The per-choice streaming state echoed by clients, and its two envelopes.
 
 `ChoiceState` is everything a replica needs to continue one choice of one stream without
 replay: the detokenizer window (a few token strings), the chat parser's state (held marker
 text and at most the in-flight tool call), the stop-string scan (bounded by the longest stop
 string), the logprob repair context (4 ids), counters, and the compact request settings
-(`settings`, see `render_service.derender.settings`). None of it grows with the prompt or the
-output.
+(`render_service.derender.settings`). None of it grows with the prompt or the output.
+
+In memory every part is typed: the kind is an enum, the settings are `ChatSettings` or
+`CompletionSettings`, the parser state is the chat parser's own state value. On the wire the
+layout is `_ChoiceWire`'s, unchanged since version 1 (settings and parser state as JSON
+objects), so states issued by earlier releases still open. A state is decoded once, when it is
+opened; a step never decodes it again, and an in-process caller (the gateway's
+`LocalStateEnvelope`) never encodes it at all.
 
 On the wire it travels inside `StreamStateCodec`'s MAC'd envelope. The MAC binding is
 (endpoint kind, engine request id, choice index, config fingerprint), so a state cannot be
@@ -18,44 +24,80 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
+import enum
 import re
 import zlib
-from dataclasses import dataclass
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-
-from parsers._errors import StateError
-from parsers._state import JsonState
-from parsers.detokenizer import DetokState
+from parsers import ChatParser, DetokState, JsonState, StateError
+from parsers.chat import ChatState
+from render_service.derender.schemas import StreamChoiceIn
+from render_service.derender.settings import ChatSettings, CompletionSettings
 from render_service.derender.stops import StopScanState
+from render_service.derender.stream_state import StreamStateCodec
 from render_service.errors import StreamStateError
-from render_service.stream_state import StreamStateCodec
 
 __all__ = [
+    "ChoiceKind",
     "ChoiceState",
-    "StateEnvelope",
+    "Envelope",
     "LocalStateEnvelope",
+    "SettingsT",
+    "StateEnvelope",
     "resume_or_start",
-    "read_settings",
 ]
 
-S = TypeVar("S")
+SettingsT = TypeVar("SettingsT", ChatSettings, CompletionSettings)
 
 # Inflate at most this much of an unverified payload to read its claimed choice index.
 _INDEX_HEAD_BYTES = 96
 _INDEX_FIELD = re.compile(rb'^\{"v":\d+,"kind":"[a-z]+","index":(\d{1,9})[,}]')
 
 
+class ChoiceKind(str, enum.Enum):
+    CHAT = "chat"
+    COMPLETION = "completion"
+
+
 @dataclass(frozen=True, slots=True)
-class ChoiceState(JsonState):
+class _ChoiceWire(JsonState):
+    """The wire layout of a choice state (key order included: `_INDEX_FIELD` reads it)."""
+
     VERSION: ClassVar[int] = 1
 
-    kind: str  # "chat" | "completion"
-    index: int  # choice index this state belongs to
-    settings: dict[str, Any]  # compact request settings (settings.ChatSettings.to_json())
+    kind: str
+    index: int
+    settings: dict[str, Any]
     detok: DetokState
-    parser: dict[str, Any] | None = None  # the chat parser's JsonState, as JSON
+    parser: dict[str, Any] | None = None
+    stop: StopScanState | None = None
+    role_sent: bool = False
+    lp_context: tuple[int, ...] = ()
+    lp_text_offset: int = 0
+    tools_streamed: bool = False
+    prompt_len: int = 0
+    n_tokens: int = 0
+    done: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("chat", "completion") or min(self.index, self.lp_text_offset) < 0:
+            raise ValueError("bad kind, index or offset")
+        if min(self.prompt_len, self.n_tokens) < 0:
+            raise ValueError("negative counter")
+        if len(self.lp_context) > 4:
+            raise ValueError("logprob context longer than 4 ids")
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceState(Generic[SettingsT]):
+    kind: ChoiceKind
+    index: int  # choice index this state belongs to
+    settings: SettingsT
+    detok: DetokState
+    parser: ChatState | None = None  # chat with a tool or reasoning parser
     stop: StopScanState | None = None  # only when the request has stop strings
     role_sent: bool = False
     lp_context: tuple[int, ...] = ()  # last sampled ids, for U+FFFD repair across chunks
@@ -65,13 +107,68 @@ class ChoiceState(JsonState):
     n_tokens: int = 0  # output tokens so far (same bound)
     done: bool = False  # a stop string ended the choice; later chunks are ignored
 
-    def __post_init__(self) -> None:
-        if self.kind not in ("chat", "completion") or min(self.index, self.lp_text_offset) < 0:
-            raise ValueError("bad kind, index or offset")
-        if min(self.prompt_len, self.n_tokens) < 0:
-            raise ValueError("negative counter")
-        if len(self.lp_context) > 4:
-            raise ValueError("logprob context longer than 4 ids")
+    def replace(self, **changes: Any) -> ChoiceState[SettingsT]:
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        """`_ChoiceWire`'s JSON, built directly (orjson writes the tuples as arrays)."""
+        return {
+            "v": _ChoiceWire.VERSION,
+            "kind": self.kind.value,
+            "index": self.index,
+            "settings": self.settings.to_json(),
+            "detok": self.detok.to_json(),
+            "parser": None if self.parser is None else self.parser.to_json(),
+            "stop": None if self.stop is None else self.stop.to_json(),
+            "role_sent": self.role_sent,
+            "lp_context": self.lp_context,
+            "lp_text_offset": self.lp_text_offset,
+            "tools_streamed": self.tools_streamed,
+            "prompt_len": self.prompt_len,
+            "n_tokens": self.n_tokens,
+            "done": self.done,
+        }
+
+
+def _typed(wire: _ChoiceWire, settings_type: type[SettingsT]) -> ChoiceState[SettingsT]:
+    """The typed state of a verified wire state; bad settings or parser state are 400s.
+
+    A parser state that does not decode raises the parsers' `StateError`, which the caller's
+    `engine_output_errors` turns into a StreamStateError like every other parser state error.
+    """
+    try:
+        settings = settings_type.from_json(wire.settings)
+    except TypeError as exc:
+        raise StreamStateError("invalid stream_state: unreadable settings") from exc
+    parser = None if wire.parser is None else ChatParser.state_type().from_json(wire.parser)
+    return ChoiceState(
+        kind=ChoiceKind(wire.kind),
+        index=wire.index,
+        settings=settings,
+        detok=wire.detok,
+        parser=parser,
+        stop=wire.stop,
+        role_sent=wire.role_sent,
+        lp_context=wire.lp_context,
+        lp_text_offset=wire.lp_text_offset,
+        tools_streamed=wire.tools_streamed,
+        prompt_len=wire.prompt_len,
+        n_tokens=wire.n_tokens,
+        done=wire.done,
+    )
+
+
+class Envelope(Protocol):
+    def seal(self, state: ChoiceState[Any], request_id: str) -> object: ...
+
+    def open(
+        self,
+        wire: object,
+        kind: ChoiceKind,
+        settings_type: type[SettingsT],
+        request_id: str,
+        index: int | None,
+    ) -> ChoiceState[SettingsT]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,24 +181,31 @@ class StateEnvelope:
     def _binding(self, kind: str, request_id: str, index: int) -> str:
         return f"{kind}\x1f{request_id}\x1f{index}\x1f{self.fingerprint}"
 
-    def seal(self, state: ChoiceState, request_id: str) -> dict[str, str]:
+    def seal(self, state: ChoiceState[Any], request_id: str) -> dict[str, str]:
         return self.codec.encode(
-            state.to_json(), binding=self._binding(state.kind, request_id, state.index)
+            state.to_json(), binding=self._binding(state.kind.value, request_id, state.index)
         )
 
-    def open(self, wire: object, kind: str, request_id: str, index: int | None) -> ChoiceState:
+    def open(
+        self,
+        wire: object,
+        kind: ChoiceKind,
+        settings_type: type[SettingsT],
+        request_id: str,
+        index: int | None,
+    ) -> ChoiceState[SettingsT]:
         """Verify and decode; `index` None (usage-only chunk) reads it from the payload first."""
         if index is None:
             index = self._claimed_index(wire)
-        data = self.codec.decode(wire, binding=self._binding(kind, request_id, index))
+        data = self.codec.decode(wire, binding=self._binding(kind.value, request_id, index))
         data.pop("issued_at", None)
         try:
-            state = ChoiceState.from_json(data)
+            state = _ChoiceWire.from_json(data)
         except StateError as exc:
             raise StreamStateError(f"invalid stream_state: {exc}") from exc
-        if state.kind != kind or state.index != index:
+        if state.kind != kind.value or state.index != index:
             raise StreamStateError("invalid stream_state: belongs to another choice or endpoint")
-        return state
+        return _typed(state, settings_type)
 
     def _claimed_index(self, wire: object) -> int:
         """The index an unverified usage-only state claims, from the first bytes of its payload.
@@ -112,7 +216,7 @@ class StateEnvelope:
         """
         token = wire.get("rs") if isinstance(wire, dict) else None
         parts = token.split(".") if isinstance(token, str) else []
-        if len(parts) != 3 or len(token) > self.codec.max_bytes:
+        if len(parts) != 3 or not isinstance(token, str) or len(token) > self.codec.max_bytes:
             self.codec.decode(wire, binding="")  # raises the codec's precise error
         try:
             raw = base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4))
@@ -129,7 +233,7 @@ class StateEnvelope:
 class _LocalState:
     """A state handed back to an in-process caller as is; never serialised."""
 
-    state: ChoiceState
+    state: ChoiceState[Any]
     request_id: str
 
 
@@ -138,14 +242,21 @@ class LocalStateEnvelope:
     signing and compressing it would be pure cost (about half of a chunk's derender time).
     The same kind/choice/request checks as the signed envelope still apply."""
 
-    def seal(self, state: ChoiceState, request_id: str) -> Any:
+    def seal(self, state: ChoiceState[Any], request_id: str) -> _LocalState:
         return _LocalState(state, request_id)
 
-    def open(self, wire: object, kind: str, request_id: str, index: int | None) -> ChoiceState:
+    def open(
+        self,
+        wire: object,
+        kind: ChoiceKind,
+        settings_type: type[SettingsT],
+        request_id: str,
+        index: int | None,
+    ) -> ChoiceState[SettingsT]:
         if not isinstance(wire, _LocalState):
             raise StreamStateError("invalid stream_state: expected this process's own state")
-        state = wire.state
-        if wire.request_id != request_id or state.kind != kind:
+        state: ChoiceState[SettingsT] = wire.state
+        if wire.request_id != request_id or state.kind is not kind:
             raise StreamStateError("invalid stream_state: belongs to another request or endpoint")
         if index is not None and state.index != index:
             raise StreamStateError("invalid stream_state: belongs to another choice")
@@ -153,24 +264,21 @@ class LocalStateEnvelope:
 
 
 def resume_or_start(
-    envelope: StateEnvelope | LocalStateEnvelope, kind: str, body: Any, start: Callable[[int], ChoiceState]
-) -> tuple[ChoiceState | None, Any]:
+    envelope: Envelope,
+    kind: ChoiceKind,
+    settings_type: type[SettingsT],
+    stream_state: object,
+    request_id: str,
+    choices: list[StreamChoiceIn],
+    start: Callable[[int], ChoiceState[SettingsT]],
+) -> tuple[ChoiceState[SettingsT] | None, StreamChoiceIn | None]:
     """The state a streaming chunk continues: the echoed one (verified), a fresh one for the
     first chunk of a choice (`start(index)`), or None for a first usage-only chunk.
     Returns (state, the chunk's single choice or None)."""
-    chunk_in = body.generate_chunk
-    choice = chunk_in.choices[0] if len(chunk_in.choices) == 1 else None
+    choice = choices[0] if len(choices) == 1 else None
     index = choice.index if choice is not None else None
-    if body.stream_state is not None:
-        return envelope.open(body.stream_state, kind, chunk_in.request_id, index), choice
+    if stream_state is not None:
+        return envelope.open(stream_state, kind, settings_type, request_id, index), choice
     if choice is not None:
         return start(choice.index), choice
     return None, choice
-
-
-def read_settings(state: ChoiceState, settings_type: Callable[[dict[str, Any]], S]) -> S:
-    """The request settings a state carries; a wrong-typed field is a 400, never a 500."""
-    try:
-        return settings_type(state.settings)
-    except TypeError as exc:
-        raise StreamStateError("invalid stream_state: unreadable settings") from exc

@@ -4,13 +4,15 @@ render -> [prefill] -> decode -> derender, with render and derender in-process. 
 `render-service gateway --engine URL...` or `--prefill URL... --decode URL...`; see cli.py.
 """
 
+from typing import Any
+
 from render_service.gateway.config import GatewayConfig
 from render_service.gateway.gateway import Gateway
 
 __all__ = ["GatewayConfig", "Gateway", "create_gateway_app"]
 
 
-def __getattr__(name: str):  # lazy: the app pulls in FastAPI and the render core
+def __getattr__(name: str) -> Any:  # lazy: the app pulls in FastAPI and the render core
     if name == "create_gateway_app":
         from render_service.gateway.app import create_gateway_app
 

@@ -9,8 +9,8 @@
     GET  /ping    vLLM's (SageMaker) probe, answered like /ready
 
 Client hang-ups cancel the work (asgi.until_disconnect / SSEResponse), which aborts the
-engine requests. Errors go through the service's one mapping (http_errors); a saturated
-gateway's 503 carries `Retry-After`, like the middleware's own.
+engine requests. Errors go through the service's one mapping (http.errors), headers included: a
+saturated gateway's 503 carries `Retry-After`, like the middleware's own.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from render_service.config import ServiceConfig
 from render_service.gateway.asgi import ClientDisconnected, SSEResponse, until_disconnect
 from render_service.gateway.codec import Codec, InProcessCodec
 from render_service.gateway.config import GatewayConfig
-from render_service.gateway.gateway import ClientFactory, Gateway, SaturatedError, StreamResult
-from render_service.http_errors import error_response, install_error_handlers
-from render_service.http_io import json_response, read_json_object, version_body
-from render_service.metrics import CONTENT_TYPE_LATEST, render_metrics_text
-from render_service.middleware import OPEN_PATHS, ServiceMiddleware
-from render_service.mm.fetch import MediaFetcher
+from render_service.gateway.gateway import ClientFactory, Gateway, StreamResult
+from render_service.http.bodies import json_response, read_json_object, version_body
+from render_service.http.errors import install_error_handlers
+from render_service.http.media_fetch import MediaFetcher
+from render_service.http.metrics import CONTENT_TYPE_LATEST, render_metrics_text
+from render_service.http.middleware import OPEN_PATHS, ServiceMiddleware
 
 __all__ = ["create_gateway_app"]
 
@@ -117,7 +117,6 @@ def create_gateway_app(config: ServiceConfig, gateway_config: GatewayConfig, *,
     app = FastAPI(title="render-service gateway", version=__version__, lifespan=lifespan)
     app.state.gateway = gateway
     install_error_handlers(app)
-    app.add_exception_handler(SaturatedError, _on_saturated)
     _add_generation_routes(app, gateway)
     _add_info_routes(app, gateway)
     app.add_middleware(
@@ -131,10 +130,3 @@ def create_gateway_app(config: ServiceConfig, gateway_config: GatewayConfig, *,
         open_paths=OPEN_PATHS | {"/ready"},
     )
     return app
-
-
-async def _on_saturated(_: Request, exc: Exception) -> Response:
-    assert isinstance(exc, SaturatedError)
-    response = error_response(exc.status, exc.to_body())
-    response.headers["retry-after"] = str(exc.retry_after_s)
-    return response

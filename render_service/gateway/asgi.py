@@ -10,15 +10,15 @@ gone; the work's own `finally` blocks then abort the engine requests.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import TypeVar
 
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 __all__ = ["SSEResponse", "ClientDisconnected", "until_disconnect"]
 
 T = TypeVar("T")
-Receive = Callable[[], Awaitable[dict[str, Any]]]
 
 
 class ClientDisconnected(Exception):
@@ -54,7 +54,7 @@ class SSEResponse(Response):
     media_type = "text/event-stream"
     _content_type = b"text/event-stream; charset=utf-8"
 
-    def __init__(self, body: AsyncIterator[bytes], *,
+    def __init__(self, body: AsyncGenerator[bytes, None], *,
                  on_close: Callable[[], Awaitable[None]] | None = None,
                  headers: list[tuple[bytes, bytes]] | None = None) -> None:
         self.body_iterator = body
@@ -63,8 +63,7 @@ class SSEResponse(Response):
         self.status_code = 200
         self.background = None
 
-    async def __call__(self, scope: dict[str, Any], receive: Receive,
-                       send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", self._content_type), *self.extra_headers]})
 
@@ -82,7 +81,7 @@ class SSEResponse(Response):
             if not pump_task.done():
                 pump_task.cancel()
             await asyncio.gather(pump_task, return_exceptions=True)
-            await self.body_iterator.aclose()  # type: ignore[attr-defined]
+            await self.body_iterator.aclose()
             if self.on_close is not None:
                 await self.on_close()
         if not pump_task.cancelled() and pump_task.exception() is not None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from concurrent.futures import Executor
 from contextlib import aclosing
 from typing import Any
@@ -191,6 +191,6 @@ def _collected_response(leg_stream: LegStream, request_id: str) -> dict[str, Any
             "choices": choices}
 
 
-async def _aiter(items: Iterable[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+async def _aiter(items: Iterable[dict[str, Any]]) -> AsyncGenerator[dict[str, Any], None]:
     for item in items:
         yield item

@@ -51,7 +51,7 @@ _FLAT = ("routing", "prefill_routing", "decode_routing", "block_size", "prefix_c
 
 def add_gateway_parser(subparsers: Any, add_model_flags: AddFlags, add_server_flags: AddFlags
                        ) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
+    p: argparse.ArgumentParser = subparsers.add_parser(
         "gateway", help="serve /v1/chat/completions and /v1/completions in front of "
                         "`vllm serve --tokens-only` engines (collocated or prefill/decode)")
     add_model_flags(p)

@@ -50,8 +50,8 @@ class InProcessCodec:
     """The real render/derender core, called directly."""
 
     def __init__(self, config: ServiceConfig) -> None:
-        from render_service.api import Renderer
-        from render_service.derender_api import Derenderer
+        from render_service.derender.api import Derenderer
+        from render_service.render.api import Renderer
 
         self.renderer = Renderer(config)
         # The gateway keeps stream states in memory: no signing or compression per chunk.

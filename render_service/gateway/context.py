@@ -50,7 +50,8 @@ class Leg:
 
     @property
     def token_ids(self) -> list[int]:
-        return self.rendered["token_ids"]
+        ids: list[int] = self.rendered["token_ids"]
+        return ids
 
     @property
     def n(self) -> int:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import abc
 import enum
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any
 
@@ -71,7 +71,7 @@ class EngineClient(abc.ABC):
     async def generate(self, body: dict[str, Any], *, timeout_s: float) -> dict[str, Any]: ...
 
     @abc.abstractmethod
-    def stream(self, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]: ...
+    def stream(self, body: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]: ...
 
     @abc.abstractmethod
     async def abort(self, request_ids: list[str]) -> bool: ...
@@ -146,7 +146,7 @@ class HttpEngineClient(EngineClient):
             raise EngineFailedError(f"engine {self.url} answered a body that is not a JSON object")
         return payload
 
-    async def stream(self, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    async def stream(self, body: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
         request = self._http.client.build_request(
             "POST", self.url + GENERATE_PATH, content=orjson.dumps(body), headers=_JSON_HEADERS)
         try:
@@ -185,7 +185,7 @@ class HttpEngineClient(EngineClient):
         return response.status_code == 200
 
 
-async def _events(response: httpx.Response, url: str) -> AsyncIterator[dict[str, Any]]:
+async def _events(response: httpx.Response, url: str) -> AsyncGenerator[dict[str, Any], None]:
     decoder = SSEDecoder()
     try:
         async for data in response.aiter_bytes():

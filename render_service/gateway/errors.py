@@ -10,7 +10,8 @@
     BadRequestError (400)
     └── EngineRejectedError        final       engine 4xx: the request itself is wrong; its status kept
 
-"Retryable" means: safe to send again *if no token reached the client yet*. The stages decide
+Each class says so itself (`retryable`, `metric_cause`, `reached_engine`; see
+render_service.errors). "Retryable" means: safe to send again *if no token reached the client yet*. The stages decide
 whether that holds; these classes only say what kind of failure it was. A request that ran
 into its whole-request deadline is not sent again: the engine spent that long on it already,
 and a second try would double the client's wait. `EngineUnreachableError` also tells the
@@ -28,6 +29,7 @@ from render_service.errors import (
 )
 
 __all__ = [
+    "EngineError",
     "EngineUnavailableError",
     "EngineUnreachableError",
     "EngineFailedError",
@@ -35,33 +37,46 @@ __all__ = [
     "EngineTimeoutError",
     "RequestDeadlineError",
     "EngineRejectedError",
-    "is_retryable",
-    "never_reached_engine",
 ]
 
 
 class EngineUnavailableError(EngineError):
     """The engine could not be reached, or dropped the connection."""
 
+    metric_cause = "unavailable"
+    retryable = True
+
 
 class EngineUnreachableError(EngineUnavailableError):
     """The connection to the engine could not be opened: the request was never sent."""
+
+    reached_engine = False
 
 
 class EngineFailedError(EngineError):
     """The engine answered with a server error."""
 
+    metric_cause = "engine_error"
+    retryable = True
+
 
 class EngineAuthError(EngineError):
     """The engine refused the gateway's credentials (a gateway configuration problem)."""
+
+    metric_cause = "engine_auth"
 
 
 class RequestDeadlineError(EngineTimeoutError):
     """A whole non-streaming decode took longer than its deadline."""
 
+    metric_cause = "deadline"
+    retryable = False
+
 
 class EngineRejectedError(BadRequestError):
     """The engine refused the request (4xx); relayed to the client with the engine's status."""
+
+    metric_cause = "rejected"
 
     def __init__(self, message: str, *, status: int, error_type: str | None = None,
                  param: str | None = None) -> None:
@@ -69,16 +84,6 @@ class EngineRejectedError(BadRequestError):
         self.status = status
         if error_type:
             self.error_type = error_type
-
-
-def is_retryable(exc: BaseException) -> bool:
-    if isinstance(exc, RequestDeadlineError):
-        return False
-    return isinstance(exc, (EngineUnavailableError, EngineFailedError, EngineTimeoutError))
-
-
-def never_reached_engine(exc: BaseException) -> bool:
-    return isinstance(exc, EngineUnreachableError)
 
 
 def error_from_status(status: int, body: object, what: str) -> RenderServiceError:

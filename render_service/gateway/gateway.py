@@ -18,7 +18,7 @@ decode).
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 
 from render_service.config import Limits
-from render_service.errors import RenderServiceError, ServiceUnavailableError
+from render_service.errors import RenderServiceError, SaturatedError
 from render_service.gateway.batch import BatchResponder
 from render_service.gateway.codec import Codec
 from render_service.gateway.config import GatewayConfig
@@ -38,18 +38,12 @@ from render_service.gateway.pool import Engine, EnginePool, HealthChecker
 from render_service.gateway.responders import OpenStream, Responders
 from render_service.gateway.routing import make_policy
 from render_service.gateway.stages import Aborter, DecodeStage, PrefillStage, RenderStage
-from render_service.http_io import VLLM_API_VERSION
-from render_service.mm.fetch import MediaFetcher
+from render_service.http.bodies import VLLM_API_VERSION
+from render_service.http.media_fetch import MediaFetcher
 
 __all__ = ["Gateway", "Admission", "SaturatedError", "StreamResult", "system_fingerprint"]
 
 ClientFactory = Callable[[str], EngineClient]
-
-
-class SaturatedError(ServiceUnavailableError):
-    """Too many generation requests in flight; answered with `Retry-After` (seconds)."""
-
-    retry_after_s = 1
 
 
 class Admission:
@@ -78,7 +72,7 @@ class StreamResult:
     """A started SSE response. Iterate `body`; always await `close()` at the end (it aborts
     what still runs and frees the admission slot, even if `body` was never iterated)."""
 
-    body: AsyncIterator[bytes]
+    body: AsyncGenerator[bytes, None]
     close: Callable[[], Awaitable[None]]
 
 
@@ -210,14 +204,14 @@ class Gateway:
                 return
             closed = True
             try:
-                await body.aclose()  # type: ignore[attr-defined]
+                await body.aclose()
                 await opened.aclose()
             finally:
                 self.admission.leave()
 
-        async def released() -> AsyncIterator[bytes]:
+        async def released() -> AsyncGenerator[bytes, None]:
             try:
-                async with aclosing(body) as chunks:  # type: ignore[type-var]
+                async with aclosing(body) as chunks:
                     async for chunk in chunks:
                         yield chunk
             finally:

@@ -11,7 +11,7 @@ choice's end), so usage is exact even when the engine was cut short.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,11 +40,11 @@ class ChoiceState:
 @dataclass
 class LegStream:
     leg: Leg
-    events: AsyncIterator[dict[str, Any]]
+    events: AsyncGenerator[dict[str, Any], None]
     first: dict[str, Any]
     choices: list[ChoiceState]
 
-    async def iterate(self) -> AsyncIterator[dict[str, Any]]:
+    async def iterate(self) -> AsyncGenerator[dict[str, Any], None]:
         """The events; stops (closing the engine stream, which aborts it) once every choice is
         done and one of them hit a stop string. Finished naturally: read on to [DONE]."""
         event = self.first
@@ -52,7 +52,7 @@ class LegStream:
             yield event
             if self.done() and any(c.stop_hit for c in self.choices):
                 self.leg.close_reason = "stop_string"
-                await self.events.aclose()  # type: ignore[attr-defined]
+                await self.events.aclose()
                 return
             try:
                 event = await anext(self.events)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -55,7 +55,7 @@ class OpenStream:
 
     async def aclose(self) -> None:
         for leg_stream in self.legs:
-            await leg_stream.events.aclose()  # type: ignore[attr-defined]
+            await leg_stream.events.aclose()
 
 
 async def open_legs(decode: DecodeStage, ctx: RequestContext) -> OpenStream:
@@ -67,7 +67,7 @@ async def open_legs(decode: DecodeStage, ctx: RequestContext) -> OpenStream:
     if errors:
         for stream in streams:
             stream.leg.close_reason = "sibling_failed"
-            await stream.events.aclose()  # type: ignore[attr-defined]
+            await stream.events.aclose()
         raise errors[0]
     return OpenStream(ctx, streams)
 
@@ -93,7 +93,7 @@ class Responders:
     async def open_stream(self, ctx: RequestContext) -> OpenStream:
         return await open_legs(self.decode, ctx)
 
-    async def sse(self, opened: OpenStream) -> AsyncIterator[bytes]:
+    async def sse(self, opened: OpenStream) -> AsyncGenerator[bytes, None]:
         ctx = opened.ctx
         clock = _ClientClock(ctx)
         try:
@@ -103,9 +103,9 @@ class Responders:
                 yield clock.sent(encode_event(chunk))
             async with aclosing(_merged(opened.legs)) as merged:
                 async for leg_stream, event in merged:
-                    chunk = self._stream_event(ctx, ident, leg_stream, event)
-                    if chunk is not None:
-                        yield clock.sent(encode_event(chunk))
+                    out = self._stream_event(ctx, ident, leg_stream, event)
+                    if out is not None:
+                        yield clock.sent(encode_event(out))
             if ctx.options.include_usage:
                 yield encode_event(self._usage(ident, opened))
             yield DONE_EVENT
@@ -235,7 +235,7 @@ def completion_prompt_text(codec: Codec, ctx: RequestContext, leg: Leg) -> str:
     return prompt if isinstance(prompt, str) else codec.prompt_text(leg.token_ids)
 
 
-async def _merged(legs: list[LegStream]) -> AsyncIterator[tuple[LegStream, dict[str, Any]]]:
+async def _merged(legs: list[LegStream]) -> AsyncGenerator[tuple[LegStream, dict[str, Any]], None]:
     """Events of every leg as they come; one leg is iterated directly (the common case)."""
     if len(legs) == 1:
         async with aclosing(legs[0].iterate()) as events:

@@ -13,6 +13,9 @@
                   In P/D, a retry reuses the prefill's kv_transfer_params only when the failed
                   try never reached its engine; otherwise it recomputes (`_prepare_retry`).
 
+Each try is one `attempt.EngineAttempt` (lease, deadline, abort-if-unfinished, phase timing)
+and the tries of a leg's phase follow one policy (`attempt.retried`).
+
 Every engine request that does not finish cleanly (failure, deadline, cancellation by a
 client hang-up, or a consumer closing the stream after a stop string) is aborted through
 the `Aborter` in the background, so nothing leaks on the engines. In P/D, aborting the
@@ -28,50 +31,35 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from concurrent.futures import Executor
 from contextlib import aclosing
-from dataclasses import dataclass
 from typing import Any
 
 from render_service.config import Limits
 from render_service.errors import EngineTimeoutError, RenderServiceError, ServiceUnavailableError
+from render_service.gateway.attempt import (
+    Aborter,
+    Attempts,
+    EngineAttempt,
+    observe_phase,
+    record_failure,
+    retried,
+)
 from render_service.gateway.codec import Codec
 from render_service.gateway.config import Timeouts
 from render_service.gateway.context import Leg, RequestContext, engine_body, prefill_body
-from render_service.gateway.engine_client import engine_request_id
-from render_service.gateway.errors import (
-    EngineUnavailableError,
-    RequestDeadlineError,
-    is_retryable,
-    never_reached_engine,
-)
+from render_service.gateway.errors import RequestDeadlineError
 from render_service.gateway.metrics import GATEWAY_METRICS
 from render_service.gateway.pool import Engine, EnginePool
-from render_service.mm.fetch import MediaFetcher
-from render_service.request_bounds import check_counts
+from render_service.http.media_fetch import MediaFetcher
+from render_service.render.request_bounds import check_counts
 
 __all__ = ["Aborter", "DecodeStage", "PrefillStage", "RenderStage"]
 
 log = logging.getLogger(__name__)
 
-
-class Aborter:
-    """Fire-and-forget abort_requests, tracked so shutdown (and tests) can wait for them."""
-
-    def __init__(self) -> None:
-        self._tasks: set[asyncio.Task[bool]] = set()
-
-    def schedule(self, engine: Engine, request_id: str, reason: str) -> None:
-        GATEWAY_METRICS.aborts.labels(reason).inc()
-        task = asyncio.get_running_loop().create_task(
-            engine.client.abort([engine_request_id(request_id)]))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def drain(self) -> None:
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+EngineEvents = AsyncGenerator[dict[str, Any], None]
 
 
 class RenderStage:
@@ -97,38 +85,7 @@ class RenderStage:
             rendered = await loop.run_in_executor(
                 self.executor, self.codec.render_completion, ctx.body, ctx.request_id_header)
         ctx.legs = [Leg(i, r) for i, r in enumerate(rendered)]
-        _observe(ctx, "render", time.perf_counter() - started)
-
-
-@dataclass
-class _Attempts:
-    """Engines tried and failures counted for one leg's phase."""
-
-    pool: EnginePool
-    max_retries: int
-    phase: str
-    failures: int = 0
-
-    def __post_init__(self) -> None:
-        self.tried: list[Engine] = []
-
-    def choose(self, leg: Leg) -> Engine:
-        # Prefer engines not tried yet; if every healthy one failed once, allow a second try.
-        exclude = self.tried if self.pool.healthy(self.tried) else []
-        return self.pool.choose(leg.blocks, exclude=exclude)
-
-    def failed(self, engine: Engine, exc: RenderServiceError) -> bool:
-        """Record a failed try; True if another try is allowed."""
-        if isinstance(exc, EngineUnavailableError):
-            self.pool.mark_unreachable(engine, exc.message)
-        GATEWAY_METRICS.errors.labels(f"{self.phase}_{_cause(exc)}").inc()
-        self.tried.append(engine)
-        self.failures += 1
-        if not is_retryable(exc) or self.failures > self.max_retries:
-            return False
-        GATEWAY_METRICS.retries.labels(self.phase).inc()
-        log.warning("%s on %s failed (%s); retrying", self.phase, engine.url, exc.message)
-        return True
+        observe_phase(ctx, "render", time.perf_counter() - started)
 
 
 class PrefillStage:
@@ -144,52 +101,44 @@ class PrefillStage:
             return
         started = time.perf_counter()
         await asyncio.gather(*(self._prefill(leg, self.pool) for leg in ctx.legs))
-        _observe(ctx, "prefill", time.perf_counter() - started)
+        observe_phase(ctx, "prefill", time.perf_counter() - started)
 
     async def _prefill(self, leg: Leg, pool: EnginePool) -> None:
-        attempts = _Attempts(pool, self.max_retries, "prefill")
+        attempts = Attempts(pool, self.max_retries, "prefill")
         body = prefill_body(leg)
-        while True:
-            try:
-                engine = attempts.choose(leg)
-            except ServiceUnavailableError:
-                return self._recompute(leg, "no healthy prefill engine")
-            try:
-                response = await self._one_prefill(engine, pool, body)
-            except RenderServiceError as exc:
-                if attempts.failed(engine, exc):
-                    continue
-                if is_retryable(exc):
-                    return self._recompute(leg, f"prefill failed: {exc.message}")
-                raise
+
+        async def run(engine: Engine) -> tuple[Engine, dict[str, Any]]:
+            response = await self._one_prefill(engine, pool, body)
             pool.served(engine, leg.blocks)
-            leg.kv_transfer_params = response.get("kv_transfer_params")
-            leg.prefill_done_at = time.perf_counter()
-            if not leg.kv_transfer_params:
-                log.warning("prefill %s on %s returned no kv_transfer_params; decode recomputes",
-                            leg.request_id, engine.url)
-            return
+            return engine, response
+
+        try:
+            engine, response = await retried(attempts, leg, run, lambda exc: None)
+        except ServiceUnavailableError:
+            return self._recompute(leg, "no healthy prefill engine")
+        except RenderServiceError as exc:
+            if exc.retryable:  # the retries are used up
+                return self._recompute(leg, f"prefill failed: {exc.message}")
+            raise
+        leg.kv_transfer_params = response.get("kv_transfer_params")
+        leg.prefill_done_at = time.perf_counter()
+        if not leg.kv_transfer_params:
+            log.warning("prefill %s on %s returned no kv_transfer_params; decode recomputes",
+                        leg.request_id, engine.url)
 
     async def _one_prefill(self, engine: Engine, pool: EnginePool, body: dict[str, Any]
                            ) -> dict[str, Any]:
-        running = True  # on the engine, as far as we know
-        try:
-            with pool.leased(engine):
-                async with asyncio.timeout(self.timeouts.prefill_s):
-                    response = await engine.client.generate(body, timeout_s=self.timeouts.prefill_s)
-            running = False
+        deadline = self.timeouts.prefill_s
+        async with EngineAttempt(pool, engine, body["request_id"], self.aborter,
+                                 abort_reason=lambda: "prefill_unfinished") as attempt:
+            try:
+                async with attempt.deadline(deadline):
+                    response = await engine.client.generate(body, timeout_s=deadline)
+            except TimeoutError as exc:
+                raise EngineTimeoutError(
+                    f"prefill on {engine.url} took longer than {deadline:g} s") from exc
+            attempt.finished()
             return response
-        except TimeoutError as exc:
-            raise EngineTimeoutError(
-                f"prefill on {engine.url} took longer than {self.timeouts.prefill_s:g} s") from exc
-        except RenderServiceError as exc:
-            running = not never_reached_engine(exc)
-            raise
-        finally:
-            # Still running on the engine (deadline or hang-up): abort it. Once it has answered,
-            # an abort is a no-op in vLLM (the request is finished; its KV waits on the lease).
-            if running and engine.healthy:
-                self.aborter.schedule(engine, body["request_id"], "prefill_unfinished")
 
     def _recompute(self, leg: Leg, why: str) -> None:
         log.warning("request %s decodes without remote KV: %s", leg.request_id, why)
@@ -208,105 +157,93 @@ class DecodeStage:
 
     # -- non-streaming -----------------------------------------------------------------
     async def complete(self, ctx: RequestContext, leg: Leg) -> dict[str, Any]:
-        attempts = _Attempts(self.pool, self.max_retries, "decode")
-        while True:
-            engine = attempts.choose(leg)
-            try:
-                response = await self._one_complete(ctx, leg, engine)
-            except RenderServiceError as exc:
-                retry = attempts.failed(engine, exc)
-                if not retry:
-                    raise
-                self._prepare_retry(leg, exc)
-                continue
+        async def run(engine: Engine) -> dict[str, Any]:
+            response = await self._one_complete(ctx, leg, engine)
             self.pool.served(engine, leg.blocks)
             return response
+
+        attempts = Attempts(self.pool, self.max_retries, "decode")
+        return await retried(attempts, leg, run, lambda exc: self._prepare_retry(leg, exc))
 
     async def _one_complete(self, ctx: RequestContext, leg: Leg, engine: Engine) -> dict[str, Any]:
         request_id = leg.attempt_request_id()
         leg.attempts += 1
         body = engine_body(leg, stream=False, request_id=request_id)
-        started, running = time.perf_counter(), True
-        try:
-            with self.pool.leased(engine):
-                async with asyncio.timeout(self.timeouts.request_s):
-                    response = await engine.client.generate(body, timeout_s=self.timeouts.request_s)
-            running = False
-        except (TimeoutError, EngineTimeoutError) as exc:
-            # The whole-request deadline (ours or httpx's read timeout, both request_s).
-            raise RequestDeadlineError(
-                f"decode on {engine.url} took longer than {self.timeouts.request_s:g} s") from exc
-        except RenderServiceError as exc:
-            running = not never_reached_engine(exc)
-            raise
-        finally:
-            if running and engine.healthy:
-                self.aborter.schedule(engine, request_id, "decode_unfinished")
-        _observe(ctx, "decode", time.perf_counter() - started)
-        return response
+        deadline = self.timeouts.request_s
+        async with EngineAttempt(self.pool, engine, request_id, self.aborter,
+                                 abort_reason=lambda: "decode_unfinished",
+                                 phase=(ctx, "decode")) as attempt:
+            try:
+                async with attempt.deadline(deadline):
+                    response = await engine.client.generate(body, timeout_s=deadline)
+            except (TimeoutError, EngineTimeoutError) as exc:
+                # The whole-request deadline (ours or httpx's read timeout, both request_s).
+                raise RequestDeadlineError(
+                    f"decode on {engine.url} took longer than {deadline:g} s") from exc
+            attempt.finished()
+            attempt.produced_output()
+            return response
 
     # -- streaming -----------------------------------------------------------------------
-    async def events(self, ctx: RequestContext, leg: Leg) -> AsyncIterator[dict[str, Any]]:
+    async def events(self, ctx: RequestContext, leg: Leg) -> EngineEvents:
         """Engine SSE events of one leg; retried on another engine until the first event.
 
         Close it (aclose) to stop early: the engine request is aborted and the engine's
         load count released before aclose returns (every inner generator is closed
         explicitly, not left to the garbage collector)."""
-        attempts = _Attempts(self.pool, self.max_retries, "decode")
-        while True:
-            engine = attempts.choose(leg)
-            outcome = _StreamOutcome()
-            async with aclosing(self._one_stream(ctx, leg, engine, outcome)) as stream:
-                async for event in stream:
-                    yield event
-            if outcome.error is None:
-                return
-            if outcome.started or not attempts.failed(engine, outcome.error):
-                raise outcome.error
-            self._prepare_retry(leg, outcome.error)
+        attempts = Attempts(self.pool, self.max_retries, "decode")
+        opened = await retried(attempts, leg, lambda engine: self._open(ctx, leg, engine),
+                               lambda exc: self._prepare_retry(leg, exc))
+        if opened is None:
+            return  # the engine ended the stream without an event
+        stream, first = opened
+        async with aclosing(stream):
+            yield first
+            async for event in stream:
+                yield event
 
-    async def _one_stream(self, ctx: RequestContext, leg: Leg, engine: Engine,
-                          outcome: _StreamOutcome) -> AsyncIterator[dict[str, Any]]:
+    async def _open(self, ctx: RequestContext, leg: Leg, engine: Engine
+                    ) -> tuple[EngineEvents, dict[str, Any]] | None:
+        """One try's stream, past its first event: the part of a stream that may be retried."""
+        stream = self._one_stream(ctx, leg, engine)
+        try:
+            first = await anext(stream)
+        except StopAsyncIteration:
+            return None
+        return stream, first
+
+    async def _one_stream(self, ctx: RequestContext, leg: Leg, engine: Engine) -> EngineEvents:
         request_id = leg.attempt_request_id()
         leg.attempts += 1
         leg.close_reason = "client_gone"
         stream = engine.client.stream(engine_body(leg, stream=True, request_id=request_id))
-        started, finished = time.perf_counter(), False
-        try:
-            with self.pool.leased(engine):
-                deadline = self.timeouts.first_token_s
+        async with EngineAttempt(self.pool, engine, request_id, self.aborter,
+                                 abort_reason=lambda: leg.close_reason,
+                                 on_exit=stream.aclose,
+                                 phase=(ctx, "decode")) as attempt:
+            deadline = self.timeouts.first_token_s  # then the inter-token one
+            try:
                 while True:
                     try:
-                        event = await _next_within(stream, deadline, engine, outcome.started)
+                        event = await _next_within(stream, deadline, engine, attempt.produced)
                     except StopAsyncIteration:
-                        finished = True
-                        break
-                    if not outcome.started:
-                        outcome.started = True
+                        attempt.finished()
+                        return
+                    if not attempt.produced:
+                        attempt.produced_output()
                         self._first_event(ctx, leg, engine)
                     deadline = self.timeouts.inter_token_s
                     yield event
-        except RenderServiceError as exc:
-            leg.close_reason = f"decode_{_cause(exc)}"
-            finished = never_reached_engine(exc)  # nothing to abort
-            if not outcome.started:
-                outcome.error = exc  # events() decides: retry, or raise before any output
-                return
-            if isinstance(exc, EngineUnavailableError):
-                self.pool.mark_unreachable(engine, exc.message)
-            GATEWAY_METRICS.errors.labels(f"decode_{_cause(exc)}").inc()
-            raise
-        finally:
-            await stream.aclose()  # type: ignore[attr-defined]
-            if not finished and engine.healthy:
-                self.aborter.schedule(engine, request_id, leg.close_reason)
-            if outcome.started:
-                _observe(ctx, "decode", time.perf_counter() - started)
+            except RenderServiceError as exc:
+                leg.close_reason = f"decode_{exc.metric_cause}"
+                if attempt.produced:  # past the first event: not retried, so counted here
+                    record_failure(self.pool, engine, "decode", exc)
+                raise
 
     def _first_event(self, ctx: RequestContext, leg: Leg, engine: Engine) -> None:
         self.pool.served(engine, leg.blocks)
         if leg.prefill_done_at is not None:
-            _observe(ctx, "kv_handoff", time.perf_counter() - leg.prefill_done_at)
+            observe_phase(ctx, "kv_handoff", time.perf_counter() - leg.prefill_done_at)
 
     # -- P/D retries ---------------------------------------------------------------------
     def _prepare_retry(self, leg: Leg, exc: RenderServiceError) -> None:
@@ -323,7 +260,7 @@ class DecodeStage:
         """
         if leg.kv_transfer_params is None:
             return
-        if never_reached_engine(exc) and self._lease_fresh(leg):
+        if not exc.reached_engine and self._lease_fresh(leg):
             log.info("decode %s retried with the same KV (the failed engine never got it)",
                      leg.request_id)
             return
@@ -339,13 +276,7 @@ class DecodeStage:
                 and time.perf_counter() - leg.prefill_done_at < self.kv_lease_s / 2)
 
 
-@dataclass
-class _StreamOutcome:
-    started: bool = False
-    error: RenderServiceError | None = None
-
-
-async def _next_within(stream: AsyncIterator[dict[str, Any]], deadline_s: float, engine: Engine,
+async def _next_within(stream: AsyncGenerator[dict[str, Any], None], deadline_s: float, engine: Engine,
                        started: bool) -> dict[str, Any]:
     try:
         async with asyncio.timeout(deadline_s):
@@ -354,20 +285,3 @@ async def _next_within(stream: AsyncIterator[dict[str, Any]], deadline_s: float,
         what = "an inter-token" if started else "the first-token"
         raise EngineTimeoutError(
             f"engine {engine.url} exceeded {what} deadline of {deadline_s:g} s") from exc
-
-
-def _cause(exc: RenderServiceError) -> str:
-    return {
-        "EngineUnavailableError": "unavailable",
-        "EngineUnreachableError": "unavailable",
-        "EngineFailedError": "engine_error",
-        "EngineAuthError": "engine_auth",
-        "EngineTimeoutError": "timeout",
-        "RequestDeadlineError": "deadline",
-        "EngineRejectedError": "rejected",
-    }.get(type(exc).__name__, "other")
-
-
-def _observe(ctx: RequestContext, phase: str, seconds: float) -> None:
-    ctx.add_phase(phase, seconds)
-    GATEWAY_METRICS.phase.labels(phase).observe(seconds)

@@ -25,7 +25,7 @@ path of the HTTP client (headers, bodies, SSE framing).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -122,7 +122,7 @@ class ScriptedEngine(EngineClient):
             self.live.discard(rid)
         return self._response(body, rid, choices)
 
-    async def stream(self, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    async def stream(self, body: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
         self.calls.append(Call("stream", body))
         rid = engine_request_id(body["request_id"])
         fault = await self._take_fault(rid)
@@ -172,7 +172,7 @@ class ScriptedEngine(EngineClient):
         return _choice(index, script[:max_tokens], finish)
 
     async def _events(self, body: dict[str, Any], rid: str, fault: Fault | None
-                      ) -> AsyncIterator[dict[str, Any]]:
+                      ) -> AsyncGenerator[dict[str, Any], None]:
         max_tokens = _max_tokens(body)
         scripts = [self._script(body, i)[:max_tokens] for i in range(_n(body))]
         sent = 0
@@ -277,8 +277,8 @@ def scripted_transport(engines: Mapping[str, ScriptedEngine], *, api_key: str | 
     return httpx.MockTransport(handle)
 
 
-async def _sse_bytes(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
-    async with aclosing(events) as stream:  # type: ignore[type-var]
+async def _sse_bytes(events: AsyncGenerator[dict[str, Any], None]) -> AsyncGenerator[bytes, None]:
+    async with aclosing(events) as stream:
         async for event in stream:
             yield b"data: " + orjson.dumps(event) + b"\n\n"
     yield b"data: [DONE]\n\n"

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
-from PIL import Image
+from PIL import ExifTags, Image
 
 from render_service.mm.media import LoadedImage
 
@@ -74,7 +74,8 @@ def hash_kwargs(algorithm: str, /, **kwargs: Any) -> str:
     for key, value in sorted(kwargs.items(), key=lambda kv: kv[0]):
         for chunk in _keyed(key, value):
             hasher.update(chunk)
-    return hasher.hexdigest()
+    digest: str = hasher.hexdigest()
+    return digest
 
 
 def _hasher(algorithm: str) -> Any:
@@ -146,7 +147,7 @@ def _exif_image_id(image: Image.Image) -> bytes | None:
     always None; kept so the rule is visible and shared with vLLM.
     """
     try:
-        image_id = image.getexif().get(Image.ExifTags.Base.ImageID)
+        image_id = image.getexif().get(ExifTags.Base.ImageID)
     except (OSError, SyntaxError, ValueError, KeyError, TypeError):
         return None
     return image_id.bytes if isinstance(image_id, uuid.UUID) else None

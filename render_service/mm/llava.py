@@ -56,11 +56,10 @@ class LlavaFamily:
         except (TypeError, ValueError, StrictDataclassError) as exc:
             raise ConfigError(f"invalid LLaVA config.json: {exc}") from exc
         self.image_token_id = int(config.image_token_index)
-        self.num_image_tokens = image_feature_count(
-            config.vision_config.to_dict(), config.vision_feature_select_strategy
-        )
+        vision: Any = config.vision_config  # a PreTrainedConfig once from_dict has run
+        self.num_image_tokens = image_feature_count(vision.to_dict(), config.vision_feature_select_strategy)
         try:
-            self._processor = AutoImageProcessor.from_pretrained(
+            self._processor = AutoImageProcessor.from_pretrained(  # type: ignore[no-untyped-call]
                 str(model_dir), backend="pil", local_files_only=True
             )
         except (OSError, ValueError) as exc:  # no or unusable preprocessor_config.json

@@ -5,7 +5,7 @@ see docs/multimodal-design.md section 5):
 
 1. The URL is classified: `data:` (base64 only), `file:` (only under an allowed media folder,
    checked on the fully resolved path so `..` and symlinks cannot escape), `http(s):` (the bytes
-   the HTTP layer fetched beforehand under its policy, `mm.fetch`; the core does no network IO)
+   the HTTP layer fetched beforehand under its policy, `http.media_fetch`; the core does no network IO)
    and anything else (refused).
 2. The bytes are opened with Pillow restricted to vLLM's format allowlist. `Image.open` reads
    only the header, so the pixel count is checked *before* the pixels are decoded; Pillow's own
@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
-from PIL import Image, ImageOps
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 from render_service.errors import BadRequestError
 
@@ -183,10 +183,10 @@ def decode_image(
 ) -> LoadedImage:
     """Pillow-decode encoded image bytes with the pixel, format and truncation guards."""
     try:
-        image = Image.open(BytesIO(data), formats=ALLOWED_IMAGE_FORMATS)
+        image: Image.Image = Image.open(BytesIO(data), formats=ALLOWED_IMAGE_FORMATS)
     except Image.DecompressionBombError as exc:
         raise _too_many_pixels(str(exc), max_image_pixels) from exc
-    except Image.UnidentifiedImageError as exc:
+    except UnidentifiedImageError as exc:
         raise BadRequestError(
             "Failed to load image: unrecognised or unsupported image format "
             f"(supported: {', '.join(ALLOWED_IMAGE_FORMATS)}).",

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from render_service.errors import BadRequestError
-from render_service.messages import ImageRef, ImageSlots
 from render_service.mm.cache import ProcessedImageCache
 from render_service.mm.family import ImageFamily, ProcessedImage, in_model_dtype
 from render_service.mm.features import build_features, expand_placeholders
 from render_service.mm.hashing import hash_image
 from render_service.mm.media import LoadedImage, MediaSource, background_color, load_image_url
+from render_service.mm.refs import ImageRef, ImageSlots
 
 __all__ = ["ImagePipeline", "ImageSettings", "PreparedImages", "processor_kwargs_for_images"]
 

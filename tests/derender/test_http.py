@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 from fastapi.testclient import TestClient
-from .helpers import EOS, REQUEST_ID
 
-from render_service.app import create_app
 from render_service.config import ServiceConfig
+from render_service.http.app import create_app
+
+from .helpers import EOS, REQUEST_ID
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,8 @@ import random
 import pytest
 from fastapi.testclient import TestClient
 
-from render_service.app import create_app
 from render_service.config import Limits, ServiceConfig
+from render_service.http.app import create_app
 
 from .conftest import PARSER_FLAGS
 from .helpers import EOS, REQUEST_ID

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from .helpers import EOS, batch_chat, chat_request, splits_of, stream
 
 from render_service.errors import BadRequestError
+
+from .helpers import EOS, batch_chat, chat_request, splits_of, stream
 
 TEXT = "emoji 😀👍🏽 中文 café"
 

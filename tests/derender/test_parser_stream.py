@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from .conftest import PARSER_FLAGS
 from .helpers import (
     EOS,

@@ -7,8 +7,6 @@ import zlib
 
 import orjson
 import pytest
-from .conftest import PARSER_FLAGS, SECRET
-from .helpers import EOS, REQUEST_ID, batch_chat, chat_request, stream
 
 from render_service.errors import (
     BadRequestError,
@@ -16,6 +14,9 @@ from render_service.errors import (
     NotFoundError,
     StreamStateError,
 )
+
+from .conftest import PARSER_FLAGS, SECRET
+from .helpers import EOS, REQUEST_ID, batch_chat, chat_request, stream
 
 
 def _first(d, tok, **extra):  # noqa: ANN001, ANN003, ANN202
@@ -68,10 +69,10 @@ def test_state_replayed_into_other_request_or_choice(plain, tok):  # noqa: ANN00
 
 
 def test_state_from_a_replica_with_another_secret(plain, bundle, tok):  # noqa: ANN001
-    from .conftest import _BundleRenderer
-
     from render_service.config import ServiceConfig
     from render_service.derender_api import Derenderer
+
+    from .conftest import _BundleRenderer
 
     first, _ = _first(plain, tok)
     foreign = Derenderer(ServiceConfig(stream_state_secret=SECRET + "x"), _BundleRenderer(bundle))

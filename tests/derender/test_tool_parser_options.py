@@ -23,7 +23,15 @@ from render_service.model import ModelBundle
 from ..parsers.tokenizers_util import mistral_like, qwen3
 from ..parsers.vllm_ref import VllmRef
 from .conftest import SECRET, _BundleRenderer
-from .helpers import batch_chat, batch_view, chat_request, concat_chat, same_message, splits_of, stream
+from .helpers import (
+    batch_chat,
+    batch_view,
+    chat_request,
+    concat_chat,
+    same_message,
+    splits_of,
+    stream,
+)
 
 pytestmark = pytest.mark.vllm
 

@@ -12,12 +12,13 @@ import time
 import httpx
 import openai
 import pytest
-from .e2e_support import CuttableProxy, HangingEngine, running
 from prometheus_client import REGISTRY
 
 from render_service.gateway.config import Timeouts
 from tests.harness.engine_api import metric_total, metrics_text
 from tests.harness.script_protocol import PACE_KEY, PACE_MS
+
+from .e2e_support import CuttableProxy, HangingEngine, running
 
 pytestmark = pytest.mark.engine
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from .e2e_support import dead_url, running
 from prometheus_client import REGISTRY
 
 from render_service.gateway.config import HealthSettings
-from render_service.gateway.context import engine_body
-from render_service.gateway.context import Leg
+from render_service.gateway.context import Leg, engine_body
 from tests.harness.engine_api import generate, metrics_text
+
+from .e2e_support import dead_url, running
 
 pytestmark = pytest.mark.engine
 

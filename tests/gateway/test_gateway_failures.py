@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import orjson
-from .conftest import FAST_TIMEOUTS, fake_engines, running_gateway
-from .gateway_fakes import MODEL, ids_of
 from prometheus_client import REGISTRY
 
 from render_service.gateway.testing import Fault
+
+from .conftest import FAST_TIMEOUTS, fake_engines, running_gateway
+from .gateway_fakes import MODEL, ids_of
 
 
 def chat(**extra: object) -> dict:

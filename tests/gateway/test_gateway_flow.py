@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import orjson
-from .conftest import fake_engines, running_gateway
-from .gateway_fakes import MODEL, ids_of
 
 from render_service.gateway.testing import EOS_ID, ScriptedEngine
+
+from .conftest import fake_engines, running_gateway
+from .gateway_fakes import MODEL, ids_of
 
 
 def sse_payloads(raw: bytes) -> list[str]:

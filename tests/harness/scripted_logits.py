@@ -25,11 +25,21 @@ from vllm.v1.sample.logits_processor import AdapterLogitsProcessor
 
 if __package__:
     from .script_protocol import (
-        AFTER_KEY, DEFAULT_AFTER_ID, MAX_PACE_MS, PACE_KEY, SCRIPT_KEY, VOCAB_SIZE,
+        AFTER_KEY,
+        DEFAULT_AFTER_ID,
+        MAX_PACE_MS,
+        PACE_KEY,
+        SCRIPT_KEY,
+        VOCAB_SIZE,
     )
 else:  # imported as a top-level module by the engine
     from script_protocol import (
-        AFTER_KEY, DEFAULT_AFTER_ID, MAX_PACE_MS, PACE_KEY, SCRIPT_KEY, VOCAB_SIZE,
+        AFTER_KEY,
+        DEFAULT_AFTER_ID,
+        MAX_PACE_MS,
+        PACE_KEY,
+        SCRIPT_KEY,
+        VOCAB_SIZE,
     )
 
 _MISSING = object()

@@ -1,4 +1,4 @@
-"""render_service.mm.fetch: http(s) image fetching against a real loopback HTTP server.
+"""render_service.http.media_fetch: http(s) image fetching against a real loopback HTTP server.
 
 One threaded `http.server` on 127.0.0.1 (random port) serves PNGs, slow and endless bodies,
 redirect chains and error statuses for the whole module; it is stopped at the end. Every server
@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from render_service.errors import BadRequestError, ConfigError
-from render_service.mm.fetch import FetchPolicy, fetch_images, http_image_urls, make_client
+from render_service.http.media_fetch import FetchPolicy, fetch_images, http_image_urls, make_client
 from render_service.mm.media import decode_image
 
 from .tiny_vlm import png

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from render_service.mm.fetch import http_image_urls
+from render_service.http.media_fetch import http_image_urls
 
 from .ref import run_ref_script
 

@@ -17,8 +17,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from render_service.api import Renderer
-from render_service.app import create_app
 from render_service.config import Limits, ServiceConfig
+from render_service.http.app import create_app
 from render_service.model import ModelBundle
 
 from .tiny_vlm import build_qwen2_vl_dir, data_uri, png

@@ -11,11 +11,10 @@ from typing import Any
 
 import pytest
 
+from render_service.http.app import create_app  # noqa: E402
+from render_service.model import ModelBundle  # noqa: E402
 
 from .reliability_support import ThreadServer, service_config  # noqa: E402
-
-from render_service.app import create_app  # noqa: E402
-from render_service.model import ModelBundle  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from starlette.routing import Mount, Route, WebSocketRoute
 
-import render_service.middleware as middleware_module
+import render_service.http.middleware as middleware_module
 
 API_KEY = "s3cr3t-key-for-tests"
 OPEN = {"/health", "/metrics", "/ping"}

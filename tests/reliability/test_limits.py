@@ -19,9 +19,10 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from .reliability_support import EOS, PARSER_FLAGS, TOOLS, stream_chunks
 
 from render_service.config import Limits
+
+from .reliability_support import EOS, PARSER_FLAGS, TOOLS, stream_chunks
 
 BODY_LIMIT = 64 * 1024
 SMALL = {"max_body_bytes": BODY_LIMIT, "max_messages": 8, "max_tools": 3}

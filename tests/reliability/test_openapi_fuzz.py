@@ -25,8 +25,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from render_service.app import _GET_ROUTES, _POST_ROUTES
-
+from render_service.http.app import _GET_ROUTES, _POST_ROUTES
 
 
 @schemathesis.check

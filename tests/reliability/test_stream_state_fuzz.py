@@ -26,9 +26,10 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from .reliability_support import EOS, SCRIPTED_OUTPUTS, TOOLS, split_sizes, stream_chunks
 
 from render_service.errors import BadRequestError, StreamStateError
+
+from .reliability_support import EOS, SCRIPTED_OUTPUTS, TOOLS, split_sizes, stream_chunks
 
 REQUEST_ID = "generate-tokens-chatcmpl-fuzz"
 CHAT = {"messages": [{"role": "user", "content": "weather?"}], "tools": TOOLS}

@@ -21,10 +21,11 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from .reliability_support import service_config
 
 from render_service.api import Renderer
 from render_service.errors import BadRequestError
+
+from .reliability_support import service_config
 
 USER = [{"role": "user", "content": "hi"}]
 # Output markers a successful escape would leak into the prompt.

@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 
-
-from .families import FAMILIES, build_family  # noqa: E402
-
 from render_service.api import Renderer  # noqa: E402
 from render_service.config import ServiceConfig  # noqa: E402
+
+from .families import FAMILIES, build_family  # noqa: E402
 
 _cache: dict[Any, Any] = {}
 

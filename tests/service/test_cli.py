@@ -165,7 +165,7 @@ def test_two_workers_share_the_port_and_aggregate_metrics(server: str) -> None:
 
 def test_multimodal_flags_reach_the_config_and_survive_the_worker_handoff() -> None:
     """Image flags populate the config; the JSON handed to worker processes round-trips."""
-    from render_service.config_io import config_from_json, config_to_json
+    from render_service.config import config_from_json, config_to_json
 
     config = parse(
         "--allowed-media-domains", "images.example", "*.cdn.example",

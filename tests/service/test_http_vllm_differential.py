@@ -27,8 +27,8 @@ import httpx
 import pytest
 
 from render_service import __version__
-from render_service.app import create_app
 from render_service.config import ServiceConfig
+from render_service.http.app import create_app
 
 from ..reliability.reliability_support import ThreadServer
 from ..render.ref_server import PARSER_FLAGS, RefRenderServer, build_render_model_dir

@@ -7,8 +7,8 @@ import asyncio
 import httpx
 
 from render_service.errors import PayloadTooLargeError
-from render_service.http_errors import error_response
-from render_service.middleware import ServiceMiddleware
+from render_service.http.errors import error_response
+from render_service.http.middleware import ServiceMiddleware
 
 
 async def echo_app(scope, receive, send):  # type: ignore[no-untyped-def]

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from render_service.derender.stream_state import STATE_VERSION, StreamStateCodec
 from render_service.errors import BadRequestError, StreamStateError
-from render_service.stream_state import STATE_VERSION, StreamStateCodec
 
 CODEC = StreamStateCodec(secret=b"k" * 32, max_bytes=64 * 1024)
 STATE = {"parser": {"v": 1, "phase": "reasoning", "held": "</thi"}, "role_sent": True, "n": 7}

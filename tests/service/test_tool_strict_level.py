@@ -9,8 +9,7 @@ from __future__ import annotations
 import pytest
 
 from render_service.cli import build_parser, config_from_args, main
-from render_service.config import ServiceConfig
-from render_service.config_io import config_from_json, config_to_json
+from render_service.config import ServiceConfig, config_from_json, config_to_json
 from render_service.errors import ConfigError
 
 

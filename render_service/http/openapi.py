@@ -30,7 +30,7 @@ from render_service.derender.schemas import (
     CompletionBatchBody,
     CompletionStreamBody,
 )
-from render_service.middleware import OPEN_PATHS
+from render_service.http.middleware import OPEN_PATHS
 from render_service.protocol import (
     ChatCompletionRequest,
     CompletionRequest,

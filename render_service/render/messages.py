@@ -28,34 +28,17 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from render_service.errors import BadRequestError
+from render_service.mm.refs import ImageRef, ImageSlots
 from render_service.protocol import vllm_validation_error
+from render_service.protocol.content import MEDIA_PART_TYPES
 
 __all__ = [
     "Conversation",
-    "ImageRef",
-    "ImageSlots",
     "build_conversation",
     "count_history_tool_calls",
-    "has_non_text_content",
 ]
 
 ContentFormat = Literal["string", "openai"]
-_TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text", "refusal", "thinking"})
-_TEXT_CONTENT_PART_TYPES = _TEXT_PART_TYPES | {"tool_reference"}
-_MEDIA_PART_TYPES = frozenset(
-    {
-        "input_image",
-        "image_url",
-        "image_embeds",
-        "audio_embeds",
-        "video_embeds",
-        "prompt_embeds",
-        "image_pil",
-        "audio_url",
-        "input_audio",
-        "video_url",
-    }
-)
 # Which key holds the text of each text-like part type.
 _TEXT_KEY = {
     "text": "text",
@@ -66,7 +49,7 @@ _TEXT_KEY = {
 }
 _SKIP_WHEN_NONE = ("text", "refusal")
 _CLAUDE_CODE_BILLING_HEADER = "x-anthropic-billing-header"
-_SUPPORTED_PART_TYPES = sorted(set(_TEXT_KEY) | _MEDIA_PART_TYPES | {"tool_reference"})
+_SUPPORTED_PART_TYPES = sorted(set(_TEXT_KEY) | MEDIA_PART_TYPES | {"tool_reference"})
 _IMAGE_PART_TYPES = frozenset({"image_url", "input_image"})
 # vLLM's _KNOWN_CONTENT_PART_FIELDS: every other key of a part is passed on to the template.
 _KNOWN_PART_FIELDS = frozenset(
@@ -79,22 +62,6 @@ _KNOWN_PART_FIELDS = frozenset(
 _SEPARATOR = "\n"  # vLLM multimodal_content_part_separator
 
 
-@dataclass(frozen=True, slots=True)
-class ImageRef:
-    """One image part, in request order: its URL and the client's optional `uuid`."""
-
-    url: str
-    uuid: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class ImageSlots:
-    """How a model takes images in a conversation (None: the model takes no images)."""
-
-    placeholder: str  # the text "string" templates get per image
-    interleave_strings: bool = False
-
-
 @dataclass(slots=True)
 class Conversation:
     messages: list[dict[str, Any]]
@@ -103,33 +70,6 @@ class Conversation:
 
 class _Image:
     """Marker for where an image part stood among a message's parts."""
-
-
-def has_non_text_content(messages: Any) -> bool:
-    """Whether any message carries media parts (or prompt-embeds reasoning)."""
-    if not isinstance(messages, list):
-        return False
-    for msg in messages:
-        if not isinstance(msg, dict):
-            continue
-        for key in ("reasoning", "reasoning_content"):
-            value = msg.get(key)
-            if isinstance(value, dict) and value.get("type") == "prompt_embeds":
-                return True
-        content = msg.get("content")
-        if not isinstance(content, list):
-            continue
-        for part in content:
-            if not isinstance(part, dict):
-                continue
-            part_type = part.get("type", "text")
-            if (
-                any(key in part for key in _MEDIA_PART_TYPES)
-                or not isinstance(part_type, str)
-                or part_type not in _TEXT_CONTENT_PART_TYPES
-            ):
-                return True
-    return False
 
 
 def count_history_tool_calls(messages: list[dict[str, Any]]) -> int:
@@ -270,7 +210,7 @@ def _parse_part(part: Any, *, wrap: bool) -> Any:
         return {"type": "tool_reference", "name": name} if wrap else name
     if part_type in _IMAGE_PART_TYPES:
         return _image_ref(part, part_type)
-    if part_type in _MEDIA_PART_TYPES:
+    if part_type in MEDIA_PART_TYPES:
         raise _multimodal_error(part_type)
     raise vllm_validation_error(
         f"Unsupported chat content part type: {part_type!r}. "
@@ -284,7 +224,7 @@ def _untyped_part_type(part: dict[str, Any]) -> str:
     """vLLM infers the type of a part without `type` from the key it carries."""
     if "image_url" in part:
         return "image_url"
-    for key in _MEDIA_PART_TYPES:
+    for key in MEDIA_PART_TYPES:
         if key in part:
             raise _multimodal_error(key)
     if "tool_reference" in part:

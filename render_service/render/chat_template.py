@@ -23,7 +23,7 @@ import jinja2
 import jinja2.meta
 import jinja2.nodes
 
-from render_service.jinja_env import ChatTemplateEnvironment, RenderLimits, render_limits
+from render_service.render.jinja_env import ChatTemplateEnvironment, RenderLimits, render_limits
 
 __all__ = [
     "TemplateRenderError",
@@ -203,7 +203,8 @@ def _tag_final_message(
         return _tag_last_text_block(chat, field)
     for f in fields:
         chat[-1][f] = chat[-1][f] + _CONTINUE_TAG
-    return final_message
+    tagged: str | None = final_message
+    return tagged
 
 
 def _tag_last_text_block(chat: list[dict[str, Any]], field: str) -> str:
@@ -211,7 +212,7 @@ def _tag_last_text_block(chat: list[dict[str, Any]], field: str) -> str:
     chat[-1] = {**chat[-1], field: blocks}
     for block in reversed(blocks):
         if "text" in block:
-            final = block["text"]
+            final: str = block["text"]
             block["text"] = block["text"] + _CONTINUE_TAG
             return final
     raise ValueError(
@@ -381,9 +382,9 @@ def _content_loops(root: jinja2.nodes.Template) -> Iterator[jinja2.nodes.For]:
         if any(_refers_to(loop.iter, m, "content") for m in message_names):
             yield loop
             continue
-        is_name = isinstance(loop.iter, jinja2.nodes.Name)
+        name = loop.iter.name if isinstance(loop.iter, jinja2.nodes.Name) else None
         params = params_by_loop.get(id(loop))
-        if is_name and params is not None and loop.iter.name in params:
+        if name is not None and params is not None and name in params:
             yield loop
-        elif is_name and id(loop) not in loops_in_macros and loop.iter.name == "content":
+        elif name is not None and id(loop) not in loops_in_macros and name == "content":
             yield loop

@@ -1,7 +1,7 @@
 """The one place where errors become HTTP responses (OpenAI / vLLM error bodies).
 
 Mapping (vLLM 0.33, `serve/exception_handling/error_response.py`):
-  RenderServiceError subclasses -> their own status and type
+  RenderServiceError subclasses -> their own status, type and headers (503: Retry-After)
   request-body validation       -> 400 "Bad Request" (never FastAPI's 422)
   HTTPException                 -> its status, type = the HTTP phrase
   anything else                 -> 500 InternalServerError (logged with its stack)
@@ -10,6 +10,7 @@ Mapping (vLLM 0.33, `serve/exception_handling/error_response.py`):
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -29,12 +30,14 @@ _MAX_LISTED_ERRORS = 10  # vLLM lists at most 10 validation errors
 _MAX_INPUT_CHARS = 200
 
 
-def error_body(message: str, error_type: str, status: int, param: str | None = None) -> dict:
+def error_body(message: str, error_type: str, status: int, param: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": error_type, "param": param, "code": status}}
 
 
-def error_response(status: int, body: Any) -> Response:
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+def error_response(status: int, body: Any, headers: Mapping[str, str] | None = None) -> Response:
+    response = Response(orjson.dumps(body), status_code=status, media_type="application/json")
+    response.headers.update(headers or {})  # after the content headers, as before
+    return response
 
 
 def _phrase(status: int) -> str:
@@ -61,7 +64,7 @@ async def _on_service_error(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, RenderServiceError)
     if exc.status >= 500:
         log.error("request failed: %s", exc.message)
-    return error_response(exc.status, exc.to_body())
+    return error_response(exc.status, exc.to_body(), exc.headers)
 
 
 async def _on_validation_error(_: Request, exc: Exception) -> Response:

@@ -104,7 +104,7 @@ class FetchPolicy:
     max_concurrency: int = 8
 
     def __post_init__(self) -> None:
-        if isinstance(self.allowed_domains, str):
+        if isinstance(self.allowed_domains, str):  # type: ignore[unreachable]  # callers are untyped
             raise ConfigError("allowed_domains must be a tuple of hostnames, not a string")
         # A list from a CLI parser is fine; keep a tuple so the policy stays hashable.
         object.__setattr__(self, "allowed_domains", tuple(self.allowed_domains))

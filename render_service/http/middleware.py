@@ -13,9 +13,9 @@ from typing import Any
 
 import orjson
 
-from render_service.errors import PayloadTooLargeError
-from render_service.http_errors import error_body
-from render_service.metrics import METRICS
+from render_service.errors import PayloadTooLargeError, SaturatedError
+from render_service.http.errors import error_body
+from render_service.http.metrics import METRICS
 
 __all__ = ["ServiceMiddleware"]
 
@@ -30,7 +30,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 OPEN_PATHS = frozenset({"/health", "/metrics", "/ping"})
 
 
-async def _send_json(send: Send, status: int, body: Any, headers: Iterable = ()) -> None:
+async def _send_json(send: Send, status: int, body: Any, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
     payload = orjson.dumps(body)
     await send(
         {
@@ -108,12 +108,11 @@ class ServiceMiddleware:
             return
         if self.in_flight >= self.max_concurrent:
             METRICS.rejected.labels("saturated").inc()
-            body = error_body(
-                f"Server is saturated ({self.max_concurrent} requests in flight); retry later.",
-                "ServiceUnavailableError",
-                503,
+            error = SaturatedError(
+                f"Server is saturated ({self.max_concurrent} requests in flight); retry later."
             )
-            await _send_json(send, 503, body, [(b"retry-after", b"1")])
+            headers = [(name.encode(), value.encode()) for name, value in error.headers.items()]
+            await _send_json(send, error.status, error.to_body(), headers)
             return
         self.in_flight += 1
         try:
@@ -147,7 +146,7 @@ class ServiceMiddleware:
         return bounded
 
 
-def _too_large_body(limit: int) -> dict:
+def _too_large_body(limit: int) -> dict[str, Any]:
     return error_body(
         f"Request body exceeds the limit of {limit} bytes (--max-body-bytes).",
         "PayloadTooLargeError",

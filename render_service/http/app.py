@@ -19,17 +19,17 @@ from fastapi import FastAPI, Request
 from starlette.responses import Response
 
 from render_service import __version__
-from render_service.api import Renderer
-from render_service.config import ServiceConfig
-from render_service.derender_api import Derenderer
-from render_service.http_errors import install_error_handlers
-from render_service.http_io import json_response, read_json_object, version_body
-from render_service.metrics import CONTENT_TYPE_LATEST, METRICS, render_metrics_text
-from render_service.middleware import ServiceMiddleware
-from render_service.mm.fetch import MediaFetcher
+from render_service.config import ServiceConfig, config_from_json
+from render_service.derender.api import Derenderer
+from render_service.http.bodies import json_response, read_json_object, version_body
+from render_service.http.errors import install_error_handlers
+from render_service.http.media_fetch import MediaFetcher
+from render_service.http.metrics import CONTENT_TYPE_LATEST, METRICS, render_metrics_text
+from render_service.http.middleware import ServiceMiddleware
+from render_service.http.openapi import install_openapi
 from render_service.model import ModelBundle
-from render_service.openapi import install_openapi
-from render_service.request_bounds import check_counts
+from render_service.render.api import Renderer
+from render_service.render.request_bounds import check_counts
 
 __all__ = ["CONFIG_ENV", "app_from_env", "create_app"]
 
@@ -48,7 +48,7 @@ _POST_ROUTES = (
 )
 _GET_ROUTES = ("/v1/models", "/health", "/ping", "/version", "/load", "/metrics")
 # Members of vLLM's body model per route, for the error a non-object body gets (see
-# http_io.read_json_object): TokenizeRequest and the derender bodies are unions.
+# bodies.read_json_object): TokenizeRequest and the derender bodies are unions.
 _TOKENIZE_BODY = ((), ())
 _DERENDER_CHAT_BODY = (("DerenderChatRequest",), ("DerenderChatStreamRequest",))
 _DERENDER_COMPLETION_BODY = ((), ("DerenderCompletionStreamRequest",))
@@ -212,6 +212,4 @@ def create_app(config: ServiceConfig, *, bundle: ModelBundle | None = None) -> F
 
 def app_from_env() -> FastAPI:
     """uvicorn factory for worker processes: the CLI serialised the config into CONFIG_ENV."""
-    from render_service.config_io import config_from_json
-
     return create_app(config_from_json(os.environ[CONFIG_ENV]))

@@ -58,6 +58,6 @@ METRICS = _Metrics()
 def render_metrics_text() -> bytes:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]  # unannotated upstream
         return generate_latest(registry)
     return generate_latest()

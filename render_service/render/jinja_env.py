@@ -115,7 +115,7 @@ def _size_guard(value: Any) -> Any:
     return value if limits is _UNLIMITED else _check_value(value, limits)
 
 
-def _precheck_str_method(obj: Any, args: tuple, limits: RenderLimits) -> None:
+def _precheck_str_method(obj: Any, args: tuple[Any, ...], limits: RenderLimits) -> None:
     """Refuse str method calls whose result would blow the budget, before allocating it."""
     name = getattr(obj, "__name__", "")
     target = getattr(obj, "__self__", None)
@@ -137,7 +137,7 @@ def _check_replace(text: str, old: str, new: str, limits: RenderLimits) -> None:
     limits.check_size(len(text) + hits * len(new))
 
 
-def _check_join(separator: str, items: list | tuple, limits: RenderLimits) -> None:
+def _check_join(separator: str, items: list[Any] | tuple[Any, ...], limits: RenderLimits) -> None:
     total = len(separator) * max(len(items) - 1, 0)
     for item in items:
         total += len(item) if isinstance(item, str) else 16
@@ -158,7 +158,8 @@ class _GenerationTag(jinja2.ext.Extension):
 
     @jinja2.pass_eval_context
     def _generation_support(self, context: jinja2.nodes.EvalContext, caller: Any) -> str:
-        return caller()
+        body: str = caller()
+        return body
 
 
 def _raise_exception(message: Any) -> None:
@@ -176,11 +177,12 @@ def _tojson(
 ) -> str:
     if isinstance(indent, int) and indent > 0:
         render_limits.get().check_size(indent * 64)
-    return _size_guard(
+    checked: str = _size_guard(
         json.dumps(
             x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
         )
     )
+    return checked
 
 
 def _strftime_now(format: str) -> str:
@@ -269,7 +271,8 @@ class ChatTemplateEnvironment(ImmutableSandboxedEnvironment):
         limits = render_limits.get()
         for width in _FORMAT_WIDTH.findall(s):
             limits.check_size(int(width))
-        return super().format_string(s, args, kwargs, format_func)
+        formatted: str = super().format_string(s, args, kwargs, format_func)  # type: ignore[misc]  # untyped in jinja2
+        return formatted
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         limits = render_limits.get()
@@ -334,7 +337,8 @@ def _checked_format(original: Any) -> Any:
     def format(_context: Any, value: Any, *args: Any, **kwargs: Any) -> str:
         if isinstance(value, str):
             _check_percent_format(value, args, render_limits.get())
-        return original(value, *args, **kwargs)
+        result: str = original(value, *args, **kwargs)
+        return result
 
     return format
 
@@ -344,7 +348,8 @@ def _checked_center(original: Any) -> Any:
     def center(_context: Any, value: Any, width: int = 80) -> str:
         if isinstance(width, int):
             render_limits.get().check_size(width)
-        return original(value, width)
+        result: str = original(value, width)
+        return result
 
     return center
 
@@ -354,7 +359,8 @@ def _checked_indent(original: Any) -> Any:
     def indent(_context: Any, s: Any, width: Any = 4, first: bool = False, blank: bool = False) -> str:
         pad = width if isinstance(width, int) else len(width) if isinstance(width, str) else 0
         render_limits.get().check_size(pad * (str(s).count("\n") + 1))
-        return original(s, width, first, blank)
+        result: str = original(s, width, first, blank)
+        return result
 
     return indent
 

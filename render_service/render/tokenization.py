@@ -259,10 +259,12 @@ class TokenEncoder:
         return list(encoding.ids), [tuple(pair) for pair in encoding.offsets]
 
     def token_to_id(self, token: str) -> int | None:
-        return self.hf_backend.token_to_id(token)
+        token_id: int | None = self.hf_backend.token_to_id(token)
+        return token_id
 
     def id_to_token(self, token_id: int) -> str | None:
-        return self.hf_backend.id_to_token(token_id)
+        token: str | None = self.hf_backend.id_to_token(token_id)
+        return token
 
     # -- internals -------------------------------------------------------------------------
 

@@ -16,21 +16,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from render_service.chat_template import (
+from render_service.config import ServiceConfig
+from render_service.errors import BadRequestError
+from render_service.mm.pipeline import ImagePipeline, PreparedImages
+from render_service.mm.refs import ImageRef, ImageSlots
+from render_service.model import ModelBundle
+from render_service.protocol import ChatCompletionRequest, sanitize_message, vllm_validation_error
+from render_service.protocol.content import has_non_text_content
+from render_service.render.chat_template import (
     HF_APPLY_CHAT_TEMPLATE_PARAMS,
     TemplateRenderError,
     detect_content_format,
     render_chat_template,
     template_variables,
 )
-from render_service.config import ServiceConfig
-from render_service.errors import BadRequestError
-from render_service.jinja_env import RenderLimits
-from render_service.messages import ImageRef, ImageSlots, build_conversation, has_non_text_content
-from render_service.mm.pipeline import ImagePipeline, PreparedImages
-from render_service.model import ModelBundle
-from render_service.prompt_limits import TokenizeLimits
-from render_service.protocol import ChatCompletionRequest, sanitize_message, vllm_validation_error
+from render_service.render.jinja_env import RenderLimits
+from render_service.render.messages import build_conversation
+from render_service.render.prompt_limits import TokenizeLimits
 
 __all__ = ["ChatPrompt", "merge_kwargs", "render_chat_prompt", "request_template_kwargs", "server_template_kwargs"]
 
@@ -220,6 +222,7 @@ def render_chat_prompt(
     else:
         ids = bundle.encoder.encode_full(text, add_special_tokens=add_special_tokens)
     if prepared is not None:
+        assert images is not None  # prepared only with a pipeline
         return _expanded_prompt(ids, prepared, images, tokenize_limits)
     checked = tokenize_limits.check_tokens(ids)
     if offsets is not None and len(checked) != len(ids):

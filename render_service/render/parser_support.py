@@ -10,10 +10,10 @@ Render does not parse output, but the parsers still shape the `GenerateRequest`:
   tools are present and `tool_choice != "none"`; parsers without a structural-tag model turn a
   required/named `tool_choice` into a JSON-schema `structured_outputs`. Parsers that have an
   xgrammar structural-tag model (hermes, llama3_json, qwen3_coder, deepseek_v3, ...) get an
-  xgrammar structural tag (render_service/structural_tags.py) for required/named choice,
+  xgrammar structural tag (render_service/render/structural_tags.py) for required/named choice,
   strict tools, `parallel_tool_calls=false` or `--tool-strict-level` above "auto". The one
   corner refused with a 501: auto choice with constrained tools and a user constraint whose
-  acceptance by xgrammar we cannot decide (render_service/xgrammar_support.py).
+  acceptance by xgrammar we cannot decide (render_service/render/xgrammar_support.py).
 
 A tool parser only counts with `--enable-auto-tool-choice` (vLLM's ParserManager ignores it
 otherwise).
@@ -28,9 +28,13 @@ from typing import Any
 from render_service.config import TOOL_STRICT_LEVELS, ServiceConfig
 from render_service.errors import BadRequestError, ConfigError, NotImplementedFeatureError
 from render_service.protocol import vllm_validation_error
-from render_service.sampling import normalise_structured_outputs
-from render_service.structural_tags import dump_structural_tag, resolve_strictness, tool_call_format
-from render_service.xgrammar_support import Unknown, output_format
+from render_service.render.sampling import normalise_structured_outputs
+from render_service.render.structural_tags import (
+    dump_structural_tag,
+    resolve_strictness,
+    tool_call_format,
+)
+from render_service.render.xgrammar_support import Unknown, output_format
 
 __all__ = [
     "TOOL_PARSER_SPECS",
@@ -148,7 +152,7 @@ def _calls_tools(choice: Any) -> bool:
 def _structural_tag_changes(
     request: Any, model: str, user: dict[str, Any] | None, strict_level: str | None
 ) -> dict[str, Any]:
-    """vLLM's `DelegatingParser._apply_structural_tag` (see render_service/structural_tags.py).
+    """vLLM's `DelegatingParser._apply_structural_tag` (see render_service/render/structural_tags.py).
 
     `user` is the request's own constraint (response_format over structured_outputs). Auto
     keeps it as "a tool call or the user's format" when xgrammar accepts it; required/named
@@ -196,7 +200,9 @@ def _user_format(user: dict[str, Any], parser_model: str) -> dict[str, Any] | No
         ) from exc
 
 
-def extract_structured_outputs(structured: dict[str, Any] | None, response_format: dict[str, Any] | None) -> Any:
+def extract_structured_outputs(
+    structured: dict[str, Any] | None, response_format: dict[str, Any] | None
+) -> dict[str, Any] | None:
     """vLLM's `extract_structured_outputs`: `response_format` overrides `structured_outputs`.
 
     Raises:
@@ -223,6 +229,7 @@ def extract_structured_outputs(structured: dict[str, Any] | None, response_forma
 def _one_constraint(structured: dict[str, Any]) -> dict[str, Any]:
     """`structured`, if it holds exactly one constraint (vLLM's StructuredOutputsParams check)."""
     normalised = normalise_structured_outputs(structured)  # raises vLLM's "more than one" error
+    assert normalised is not None  # it is None only for None
     if not any(normalised[key] is not None for key in _CONSTRAINT_KEYS):
         raise vllm_validation_error(
             f"You must use one kind of structured outputs constraint but none are specified: {normalised}"

@@ -1,0 +1,261 @@
+"""In-process render API: OpenAI request dicts -> vLLM 0.33 `GenerateRequest` dicts.
+
+The same object backs the HTTP routes (each route is a thin adapter) and RL/eval pipelines
+that want token ids without HTTP or an event loop. Everything is synchronous and sans-IO;
+results are plain JSON-ready dicts/lists (`orjson.dumps` gives vLLM's response bytes).
+
+    from render_service.render.api import Renderer
+    from render_service.config import ServiceConfig
+
+    renderer = Renderer(ServiceConfig.embedded_default())   # as `render-service serve`
+    req = renderer.render_chat({"messages": [{"role": "user", "content": "Hi"}]})
+    print(req["token_ids"], req["sampling_params"]["max_tokens"])
+
+Errors are `render_service.errors` exceptions carrying vLLM's status/message/param:
+`BadRequestError` (400; schema failures are its subclass `RequestValidationError`, type
+"Bad Request"), `NotFoundError` (404 unknown model), `NotImplementedFeatureError` (501).
+A Renderer is safe to share between threads (the segment token cache takes a lock; all
+other state is immutable after construction).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from render_service.config import ServiceConfig
+from render_service.errors import BadRequestError, ConfigError
+from render_service.mm.cache import ProcessedImageCache
+from render_service.mm.pipeline import ImagePipeline, ImageSettings
+from render_service.model import ModelBundle
+from render_service.protocol import (
+    DetokenizeRequest,
+    TokenizeChatRequest,
+    TokenizeCompletionRequest,
+    parse_request,
+    parse_union_request,
+    random_uuid,
+)
+from render_service.render.chat import render_chat
+from render_service.render.chat_prompt import (
+    check_mm_kwargs,
+    check_template_trust,
+    merge_kwargs,
+    render_chat_prompt,
+)
+from render_service.render.completion import render_completion
+from render_service.render.context import RenderContext
+from render_service.render.parser_support import ParserSupport
+from render_service.render.prompt_limits import TokenizeLimits
+
+__all__ = ["Renderer"]
+
+
+class Renderer:
+    """Render/tokenize requests for one model configuration.
+
+    Args:
+        config: the service configuration (model, template, parsers, limits).
+        bundle: an already loaded `ModelBundle` for `config` (optional; loaded otherwise).
+
+    Raises:
+        ConfigError: the model, tokenizer, template or parser names cannot be used.
+    """
+
+    def __init__(self, config: ServiceConfig, *, bundle: ModelBundle | None = None) -> None:
+        self._config = config
+        self._bundle = bundle if bundle is not None else ModelBundle.load(config)
+        special = tuple(getattr(self._bundle.hf_tokenizer, "all_special_tokens", ()))
+        parsers = ParserSupport(config, self._bundle.encoder, special)
+        self._ctx = RenderContext(self._bundle, config, parsers, image_pipeline(config, self._bundle))
+
+    @classmethod
+    def from_config(cls, config: ServiceConfig) -> Renderer:
+        return cls(config)
+
+    # -- properties --------------------------------------------------------------------------
+
+    @property
+    def config(self) -> ServiceConfig:
+        return self._config
+
+    @property
+    def bundle(self) -> ModelBundle:
+        return self._bundle
+
+    @property
+    def served_model_names(self) -> tuple[str, ...]:
+        return self._bundle.served_model_names
+
+    @property
+    def max_model_len(self) -> int:
+        return self._bundle.max_model_len
+
+    @property
+    def fingerprint(self) -> str:
+        return self._bundle.fingerprint
+
+    # -- endpoints ---------------------------------------------------------------------------
+
+    def check_model(self, name: str | None) -> None:
+        """Raise NotFoundError (404, vLLM's message) unless `name` is served, empty or None."""
+        self._ctx.check_model(name)
+
+    @property
+    def images(self) -> ImagePipeline | None:
+        """The image pipeline (None for text-only models)."""
+        return self._ctx.images
+
+    def render_chat(
+        self,
+        body: Any,
+        *,
+        request_id_header: str | None = None,
+        fetched_media: Mapping[str, bytes] | None = None,
+    ) -> dict[str, Any]:
+        """`POST /v1/chat/completions/render`: one GenerateRequest dict.
+
+        `fetched_media` maps http(s) image URLs of the request to their bytes (fetched by the
+        caller, e.g. with `render_service.http.media_fetch`); the renderer itself does no network IO.
+        """
+        return render_chat(self._ctx, body, request_id_header, fetched_media)
+
+    def render_completion(
+        self, body: Any, *, request_id_header: str | None = None
+    ) -> list[dict[str, Any]]:
+        """`POST /v1/completions/render`: one GenerateRequest dict per prompt."""
+        return render_completion(self._ctx, body, request_id_header)
+
+    def tokenize(self, body: Any) -> dict[str, Any]:
+        """`POST /tokenize` (completion-style `prompt` or chat-style `messages`)."""
+        # vLLM's TokenizeRequest is the union of both forms: the first that validates wins
+        # (the chat form first when "messages" is present), else both forms' errors are listed.
+        first = TokenizeChatRequest if isinstance(body, dict) and "messages" in body else None
+        request = parse_union_request((TokenizeCompletionRequest, TokenizeChatRequest), body, first=first)
+        if isinstance(request, TokenizeChatRequest):
+            return self._tokenize_chat(request)
+        self.check_model(request.model)
+        ids = self._bundle.encoder.encode_full(request.prompt, add_special_tokens=request.add_special_tokens)
+        return self._tokenize_response(ids, request.return_token_strs)
+
+    def detokenize(self, body: Any) -> dict[str, Any]:
+        """`POST /detokenize`: {"prompt": text}.
+
+        As in vLLM, ids the tokenizer does not know decode to nothing (200), and an id that
+        does not fit the tokenizer's u32 is a 400 with the tokenizer's OverflowError text.
+        """
+        request = parse_request(DetokenizeRequest, body)
+        self.check_model(request.model)
+        try:
+            return {"prompt": self._bundle.hf_tokenizer.decode(request.tokens)}
+        except OverflowError as exc:
+            raise BadRequestError(str(exc)) from None
+
+    def models(self) -> dict[str, Any]:
+        """`GET /v1/models` body (vLLM ModelList)."""
+        now = int(time.time())
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": name,
+                    "object": "model",
+                    "created": now,
+                    "owned_by": "vllm",
+                    "root": self._bundle.model,
+                    "parent": None,
+                    "max_model_len": self._bundle.max_model_len,
+                    "permission": [_model_permission(now)],
+                }
+                for name in self._bundle.served_model_names
+            ],
+        }
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _tokenize_chat(self, request: TokenizeChatRequest) -> dict[str, Any]:
+        self.check_model(request.model)
+        config = self._config
+        tool_dicts = None if request.tools is None else [tool.model_dump() for tool in request.tools]
+        check_template_trust(request.chat_template, request.chat_template_kwargs, config.trust_request_chat_template)
+        check_mm_kwargs(request, config.trust_request_mm_kwargs)
+        request_kwargs = merge_kwargs(
+            request.chat_template_kwargs,
+            {
+                "add_generation_prompt": request.add_generation_prompt,
+                "continue_final_message": request.continue_final_message,
+            },
+        )
+        limits = TokenizeLimits(
+            max_total_tokens=None,
+            max_output_tokens=0,
+            truncate_prompt_tokens=None,
+            truncation_side=None,
+            max_output_tokens_param="max_tokens",
+            max_chars_per_token=self._bundle.max_chars_per_token,
+            tokenizer_truncation_side=self._bundle.truncation_side,
+        )
+        prompt = render_chat_prompt(
+            self._bundle,
+            config,
+            request,
+            tool_dicts=tool_dicts,
+            request_kwargs=request_kwargs,
+            tokenize_limits=limits,
+            add_special_tokens=request.add_special_tokens,
+            want_offsets=False,
+            images=self._ctx.images,
+        )
+        return self._tokenize_response(prompt.token_ids, request.return_token_strs)
+
+    def _tokenize_response(self, ids: list[int], with_strs: bool | None) -> dict[str, Any]:
+        strs = None
+        if with_strs:
+            strs = self._bundle.hf_tokenizer.convert_ids_to_tokens(ids)
+        return {
+            "count": len(ids),
+            "max_model_len": self._bundle.max_model_len,
+            "tokens": ids,
+            "token_strs": strs,
+        }
+
+
+def image_pipeline(config: ServiceConfig, bundle: ModelBundle) -> ImagePipeline | None:
+    """The worker's image pipeline and its processed-image cache (None for text-only models)."""
+    if bundle.image_family is None:
+        return None
+    limits = config.limits
+    media_dir = Path(config.allowed_local_media_path) if config.allowed_local_media_path else None
+    if media_dir is not None and not media_dir.is_dir():
+        raise ConfigError(f"--allowed-local-media-path {media_dir} is not an existing folder")
+    settings = ImageSettings(
+        model_id=bundle.model,
+        hasher=config.mm_hasher_algorithm,
+        float_dtype=bundle.float_dtype,
+        max_images=limits.max_images,
+        max_image_pixels=limits.max_image_pixels,
+        max_image_bytes=limits.max_image_bytes,
+        allowed_media_dir=media_dir,
+        interleave_strings=config.interleave_mm_strings,
+    )
+    cache = ProcessedImageCache(int(config.mm_processor_cache_gb * 1024**3))
+    return ImagePipeline(bundle.image_family, settings, cache)
+
+
+def _model_permission(now: int) -> dict[str, Any]:
+    return {
+        "id": f"modelperm-{random_uuid()}",
+        "object": "model_permission",
+        "created": now,
+        "allow_create_engine": False,
+        "allow_sampling": True,
+        "allow_logprobs": True,
+        "allow_search_indices": False,
+        "allow_view": True,
+        "allow_fine_tuning": False,
+        "organization": "*",
+        "group": None,
+        "is_blocking": False,
+    }
