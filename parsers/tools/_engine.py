@@ -62,7 +62,8 @@ from parsers._errors import StateError
 from parsers._state import JsonState
 from parsers.tools._args import ArgFormat
 from parsers.tools._base import is_json, json_dumps, json_loads
-from parsers.tools._legacy_engine import _TYPE_ALIASES, _tool_properties, fix_arg_types, schema_types
+from parsers.tools._coerce import fix_arg_types, normalize_types, schema_types
+from parsers.tools._coerce import tool_properties as _tool_properties
 from parsers.tools._machine import (
     EOS,
     TEXT,
@@ -619,8 +620,7 @@ def string_only(properties: Mapping[str, Any], key: str) -> bool:
 def string_only_schema(schema: Any) -> bool:
     """Whether coercion to `schema` leaves every string as it is: its types are exactly
     "string" (aliases included)."""
-    types = {_TYPE_ALIASES.get(k, k) for t in schema_types(schema) for k in [t.strip().lower()]}
-    return types == {"string"}
+    return normalize_types(schema_types(schema)) == {"string"}
 
 
 def _tool_names(tools: Sequence[Mapping[str, Any]]) -> frozenset[str]:

@@ -47,7 +47,7 @@ from parsers.tools._args import json_string_body
 from parsers.tools._base import json_dumps
 from parsers.tools._engine import string_only_schema
 from parsers.tools._json_scan import DONE, ERROR, MORE, TRUNCATED, Ev, ScanState, scan, scan_end
-from parsers.tools._legacy_engine import _coerce
+from parsers.tools._coerce import coerce_value as _coerce
 
 __all__ = ["Root", "SchemaTable", "JsonArgsState", "JsonArgs", "DONE", "ERROR", "MORE", "TRUNCATED"]
 
@@ -355,7 +355,7 @@ class _Writer:
                 f["where"], f["ordered"] = "r", f["named"]
                 f["node"] = self.table.root()
                 return W
-            if key == fmt.name_key and not f["named"] and f["where"] == "":
+            if key == fmt.name_key and not f["named"]:
                 return N
             return S
         return self._route_engine(ev)

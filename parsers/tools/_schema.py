@@ -89,7 +89,7 @@ TOOL_VIEWS = ("presence", "names", "types")
 
 def encode_tools(tools: Sequence[Any], view: str) -> Any:
     """The compact form of (pruned or full) OpenAI tools for a family needing `view`."""
-    from parsers.tools._legacy_engine import schema_types
+    from parsers.tools._coerce import schema_types
 
     def node(schema: Any) -> Any:
         types = "|".join(sorted(set(schema_types(schema))))

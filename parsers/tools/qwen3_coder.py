@@ -40,7 +40,7 @@ from parsers._state import JsonState
 from parsers.tools._args import json_string_body
 from parsers.tools._base import json_dumps
 from parsers.tools._engine import WS, EngineSpec, EngineToolParser, Ev, S, Tr, string_only
-from parsers.tools._legacy_engine import coerce_to_schema_type, schema_types
+from parsers.tools._coerce import coerce_to_schema_type, schema_types
 
 __all__ = ["Qwen3CoderToolParser", "QWEN3_XML_SPEC", "ParamArgs", "ParamState"]
 

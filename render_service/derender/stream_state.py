@@ -25,6 +25,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import json
 import time
 import zlib
 from dataclasses import dataclass
@@ -70,7 +71,7 @@ class StreamStateCodec:
     def encode(self, state: dict[str, Any], *, binding: str, now: float | None = None) -> dict[str, str]:
         """Seal `state`; BadRequestError if the result would fail `decode`'s size bounds."""
         body = dict(state, issued_at=int(now if now is not None else time.time()))
-        raw = orjson.dumps(body)
+        raw = _dump_json(body)
         # `decode` inflates at most this many bytes and refuses a payload with input left over,
         # which one that inflates to exactly the bound may have (the zlib trailer).
         if len(raw) >= self.max_bytes * INFLATE_RATIO:
@@ -139,9 +140,26 @@ class StreamStateCodec:
         if decompressor.unconsumed_tail:
             raise StreamStateError("invalid stream_state: payload too large")
         try:
-            state = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
+            state = _load_json(raw)
+        except ValueError as exc:  # orjson.JSONDecodeError and json's are ValueErrors
             raise StreamStateError("invalid stream_state: corrupt payload") from exc
         if not isinstance(state, dict):
             raise StreamStateError("invalid stream_state: corrupt payload")
         return state
+
+
+def _dump_json(body: dict[str, Any]) -> bytes:
+    """orjson, or - for the rare state holding a lone surrogate (a JSON escape such as
+    `\\ud800` decoded by a tool parser), which UTF-8 cannot carry - json with ASCII escapes,
+    which round-trips it exactly."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:
+        return json.dumps(body, ensure_ascii=True, separators=(",", ":")).encode()
+
+
+def _load_json(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)  # a state `_dump_json` escaped (lone surrogates)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
+from render_service import jsonio
 
 __all__ = ["SSEDecoder", "DONE_PAYLOAD", "DONE_EVENT", "encode_event", "encode_error_event"]
 
@@ -61,7 +61,7 @@ def _data_of(event: bytes) -> str | None:
 
 
 def encode_event(payload: Any) -> bytes:
-    return b"data: " + orjson.dumps(payload) + b"\n\n"
+    return b"data: " + jsonio.dumps(payload) + b"\n\n"
 
 
 def encode_error_event(message: str, error_type: str, status: int, param: str | None = None) -> bytes:

@@ -29,7 +29,7 @@ import orjson
 from fastapi import Request
 from starlette.responses import Response
 
-from render_service import __version__
+from render_service import __version__, jsonio
 from render_service.protocol import RequestValidationError, request_validation_error
 
 __all__ = [
@@ -89,7 +89,7 @@ async def read_json_object(
 
 def json_response(data: Any, status: int = 200) -> Response:
     return Response(
-        orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS), status, media_type="application/json"
+        jsonio.dumps(data, option=orjson.OPT_NON_STR_KEYS), status, media_type="application/json"
     )
 
 

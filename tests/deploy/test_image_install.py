@@ -52,7 +52,9 @@ def test_image_install_steps_in_a_fresh_venv(tmp_path: Path) -> None:
     (run,) = builder.all("RUN")
     argv = [str(root / a.lstrip("/")) if a.startswith("/") else a for a in run.exec_form()]
     assert argv[0] == "sh" and argv[1].endswith("/usr/local/bin/render-service-install")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RENDER_SERVICE_", "VIRTUAL_ENV"))}
+    # No PYTHONPATH: a checkout on it would make pip see the project as installed already.
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("RENDER_SERVICE_", "VIRTUAL_ENV", "PYTHONPATH"))}
     result = subprocess.run(argv, cwd=root / workdir.lstrip("/"), env=env, capture_output=True,
                             text=True, timeout=840)
     assert result.returncode == 0, result.stderr[-4000:]

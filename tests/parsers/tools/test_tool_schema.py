@@ -9,7 +9,7 @@ import zlib
 
 from hypothesis import given, strategies as st
 
-from parsers.tools._legacy_engine import fix_arg_types
+from parsers.tools._coerce import fix_arg_types
 from parsers.tools._schema import decode_tools, encode_tools, prune_tools
 
 TYPES = ["string", "integer", "number", "boolean", "null", "object", "array", "int", "str", "foo"]
