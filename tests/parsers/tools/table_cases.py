@@ -8,7 +8,7 @@ from collections.abc import Callable
 from parsers.registry import get_tool_parser
 from parsers.tools._machine import TableToolParser
 
-from .tool_parser_support import WEATHER_TOOLS, deepseek, qwen3
+from .tool_parser_support import WEATHER_TOOLS, deepseek, llama3, llama4, qwen3
 
 _DS_BLOCK = "<｜tool▁calls▁begin｜>{calls}<｜tool▁calls▁end｜>"
 _DS = "<｜tool▁call▁begin｜>"
@@ -29,6 +29,10 @@ CASES: dict[str, Callable[[], tuple[dict, list[str]]]] = {
     ]),
 }
 CASES["qwen3_xml"] = CASES["qwen3_coder"]
+CASES["pythonic"] = lambda: (llama3().vocab, ["[f(a=1), g(b='x')]\nok", "Hi", "[f(a=1"])
+CASES["llama4_pythonic"] = lambda: (llama4().vocab, [
+    "<|python_start|>[f(a=1), g(b='x<|python_end|>')]<|python_end|> ok", "x", "[f(a=1",
+])
 
 
 def family_cases(name: str) -> tuple[TableToolParser, list[str]]:
