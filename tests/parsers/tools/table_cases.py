@@ -33,6 +33,10 @@ CASES["pythonic"] = lambda: (llama3().vocab, ["[f(a=1), g(b='x')]\nok", "Hi", "[
 CASES["llama4_pythonic"] = lambda: (llama4().vocab, [
     "<|python_start|>[f(a=1), g(b='x<|python_end|>')]<|python_end|> ok", "x", "[f(a=1",
 ])
+CASES["olmo3"] = lambda: (llama3().vocab, [
+    "Hi\n<function_calls>\nf(a=1)\ng(b='x')\n</function_calls> tail", "f(a=1) x",
+    "<function_calls>\n</function_calls>",
+])
 
 
 def family_cases(name: str) -> tuple[TableToolParser, list[str]]:

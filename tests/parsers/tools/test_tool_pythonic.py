@@ -27,7 +27,13 @@ from parsers.tools._machine import EOS, TEXT, TableToolParser
 from parsers.tools.pythonic import Llama4PythonicToolParser, PythonicToolParser
 
 from ..chunking import collapse_events, run_split
-from .tool_parser_support import assert_matches_vllm, assert_split_invariant, collapsed, llama3, llama4
+from .tool_parser_support import (
+    assert_matches_vllm,
+    assert_split_invariant,
+    collapsed,
+    llama3,
+    llama4,
+)
 
 # -- vLLM's batch rule, in process -----------------------------------------------------------
 
@@ -51,7 +57,8 @@ def _value(node: ast.expr) -> object:  # noqa: C901 - vLLM's get_parameter_value
     if isinstance(node, ast.Dict):
         if not all(isinstance(k, ast.Constant) for k in node.keys):
             raise _NotLiteral
-        return {k.value: _value(v) for k, v in zip(node.keys, node.values, strict=True)}  # type: ignore[union-attr]
+        pairs = zip(node.keys, node.values, strict=True)
+        return {k.value: _value(v) for k, v in pairs}  # type: ignore[union-attr]
     if isinstance(node, ast.List | ast.Tuple | ast.Set):
         return [_value(v) for v in node.elts]
     if isinstance(node, ast.JoinedStr) and all(isinstance(p, ast.Constant) for p in node.values):
@@ -82,14 +89,17 @@ def vllm_calls(text: str) -> list[tuple[str, str]] | None:
             return None
         module = ast.parse(text)
         parsed = getattr(module.body[0], "value", None)
-        if not isinstance(parsed, ast.List) or not all(isinstance(e, ast.Call) for e in parsed.elts):
+        if not isinstance(parsed, ast.List):
             return None
-        return [
-            (_dotted(e.func), json.dumps({k.arg: _value(k.value) for k in e.keywords}, ensure_ascii=False))
-            for e in parsed.elts  # type: ignore[union-attr]
-        ]
+        if not all(isinstance(e, ast.Call) for e in parsed.elts):
+            return None
+        return [(_dotted(e.func), _arguments(e)) for e in parsed.elts]  # type: ignore[arg-type]
     except (_NotLiteral, SyntaxError, ValueError, TypeError, RecursionError, IndexError):
         return None
+
+
+def _arguments(call: ast.Call) -> str:
+    return json.dumps({k.arg: _value(k.value) for k in call.keywords}, ensure_ascii=False)
 
 
 def vllm_batch(text: str, family: str = "pythonic") -> tuple[str | None, list[tuple[str, str]]]:
@@ -200,7 +210,8 @@ class Renderer:
         rng = self.rng
         if len(s) > 3 and rng.random() < 0.25:  # implicit concatenation
             cut = rng.randint(1, len(s) - 1)
-            joined = self.literal(s[:cut], f_ok) + rng.choice([" ", "", "  "]) + self.literal(s[cut:], f_ok)
+            gap = rng.choice([" ", "", "  "])
+            joined = self.literal(s[:cut], f_ok) + gap + self.literal(s[cut:], f_ok)
             return f"({joined})" if rng.random() < 0.3 else joined
         return self.literal(s, f_ok)
 
@@ -251,9 +262,8 @@ json_values = st.recursive(
 def call_source(renderer: Renderer, name: str, args: dict[str, object], positional: list[str],
                 *, first: bool) -> str:  # fmt: skip
     """`first`: vLLM's regex wants the first call's first keyword as `kw=`, right after `(`."""
-    equals = [
-        "=" if first and i == 0 else renderer.rng.choice(["=", "= ", " = "]) for i in range(len(args))
-    ]
+    spellings = ["=", "= ", " = "]
+    equals = ["=" if first and i == 0 else renderer.rng.choice(spellings) for i in range(len(args))]
     parts = positional + [f"{k}{eq}{renderer.value(v)}" for (k, v), eq in zip(args.items(), equals)]
     return f"{name}(" + ("," + renderer.space()).join(parts) + ")"
 
@@ -262,6 +272,13 @@ def generated_call_list(seed: int, values: list[object], *, newlines: bool = Tru
     """A call list vLLM accepts: the first call as its regex wants it (`[name(kw=` with no
     space), later calls with spacing, dotted names and positional arguments."""
     rng = random.Random(seed)
+    calls = generated_calls(rng, values, newlines=newlines)
+    sep = "," + rng.choice([" ", "", "\n", " "] if newlines else [" ", ""])
+    return "[" + sep.join(calls) + rng.choice(["]", "]", "]\n", "] # done"])
+
+
+def generated_calls(rng: random.Random, values: list[object], *, newlines: bool) -> list[str]:
+    """Calls holding `values` as keyword arguments, spelled by `Renderer`."""
     renderer = Renderer(rng, newlines=newlines)
     calls, queue = [], list(values)
     head = True  # vLLM's regex wants `name(kw=` or `name()` until a call has a keyword
@@ -272,10 +289,8 @@ def generated_call_list(seed: int, values: list[object], *, newlines: bool = Tru
         args = {f"{_name(rng)}{i}": v for i, v in enumerate(take)}
         positional = [] if first or rng.random() < 0.7 else [renderer.value(rng.randint(0, 9))]
         name = _name(rng) if first or rng.random() < 0.8 else f"{_name(rng)}.{_name(rng)}"
-        source = call_source(renderer, name, args, positional, first=first)
-        calls.append(source)
-    sep = "," + rng.choice([" ", "", "\n", " "] if newlines else [" ", ""])
-    return "[" + sep.join(calls) + rng.choice(["]", "]", "]\n", "] # done"])
+        calls.append(call_source(renderer, name, args, positional, first=first))
+    return calls
 
 
 # -- the corpus ---------------------------------------------------------------------------------
@@ -289,14 +304,16 @@ CORPUS: dict[str, str] = {
     "nested_values": "[search(query='restaurants', filters={'cuisine': ['italian', 'french'], "
     "'price': {'max': 50.5, 'min': -1}, 'open_now': True, 'rating': None})]",
     "cjk_emoji_args": "[search(query='北京天气 ☔', filters={'lang': 'zh', 'emoji': '🙂'})]",
-    "escapes": "[send_message(text='H\\u00e9llo\\n\"world\" \\t\\\\ \\x41\\101 \\N{EM DASH}', to=\"a\\'b\")]",
+    "escapes": "[send_message(text='H\\u00e9llo\\n\"world\" \\t\\\\ \\x41\\101 \\N{EM DASH}', "
+    "to=\"a\\'b\")]",
     "code_file": f'[write_file(path="main.py", content="""{BIG_CODE}""")]',
     "code_file_escaped": "[write_file(path='a.py', content=" + json.dumps(BIG_CODE) + ")]",
     "json_literals": "[set_flags(a=true, b=null, c=false, d=True, e=None)]",
     "no_arguments": "[get_time()]",
     "later_positional": "[get_weather(city='Oslo'), convert(12.5, unit='f')]",
     "later_dotted_name": "[get_weather(city='Oslo'), math.sqrt(x=4)]",
-    "pretty_printed": "[get_weather(city='Oslo',\n  days=[1,\n    2]),\n  search(query={'k': 'v'})]",
+    "pretty_printed":
+        "[get_weather(city='Oslo',\n  days=[1,\n    2]),\n  search(query={'k': 'v'})]",
     "comments_inside": "[get_weather(city='Oslo',  # the city\n  days=3)]",
     "trailing_newline": "[get_weather(city='Oslo')]\n",
     "trailing_comment": "[get_weather(city='Oslo')]  # done",
@@ -475,7 +492,8 @@ def generated_sample(n: int, *, newlines: bool = True) -> list[str]:
 
 
 def _random_value(rng: random.Random, depth: int = 0) -> object:
-    kind = rng.choice(["none", "bool", "int", "float", "str", "str", "list", "dict"][: 6 if depth > 2 else 8])
+    kinds = ["none", "bool", "int", "float", "str", "str", "list", "dict"]
+    kind = rng.choice(kinds[:6] if depth > 2 else kinds)
     if kind == "none":
         return None
     if kind == "bool":
@@ -485,7 +503,7 @@ def _random_value(rng: random.Random, depth: int = 0) -> object:
     if kind == "float":
         return rng.choice([0.5, -2.25, 1e-7, 1.5e300, 3.0, rng.uniform(-1e6, 1e6)])
     if kind == "str":
-        alphabet = "ab cd\n\t'\"\\{}é北🙂\x01\x7f"
+        alphabet = "ab cd\n\t'\"\\{}é北🙂\x01\x7f\u2028"
         return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
     if kind == "list":
         return [_random_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
@@ -535,8 +553,10 @@ def assert_streams_like_batch(parser: TableToolParser, text: str, chunks, *, n_r
             for _ in range(n_random if n > 1 else 0)
         ]
         for cuts in splits:
-            events = run_split(lambda s, d: parser.feed(s, d, "r"), lambda s: parser.finish(s, "r"),
-                               parser.initial_state(), type(parser).state_type(), pieces or [""], cuts)  # fmt: skip
+            events = run_split(
+                lambda s, d: parser.feed(s, d, "r"), lambda s: parser.finish(s, "r"),
+                parser.initial_state(), type(parser).state_type(), pieces or [""], cuts,
+            )  # fmt: skip
             assert collapse_events(events) == expected, (cuts, text)
 
 
@@ -615,8 +635,10 @@ def test_long_string_argument_streams_with_a_small_state(parser: PythonicToolPar
     1 KB at every chunk, the first fragment comes within 16 tokens of the arguments' start,
     and the arguments are vLLM's."""
     source = (
-        'def handler(event: dict, context) -> dict:\n    """Return the greeting for «{name}» 🚀."""\n'
-        "    name = event.get('name', \"world\")\n    if not name:\n        raise ValueError(f'bad: {name!r}')\n"
+        'def handler(event: dict, context) -> dict:\n'
+        '    """Return the greeting for «{name}» 🚀."""\n'
+        "    name = event.get('name', \"world\")\n    if not name:\n"
+        "        raise ValueError(f'bad: {name!r}')\n"
         '    return {"statusCode": 200, "body": "Hello, " + name + "\\n"}\n\n\n'
     )
     body = (source * (100_000 // len(source) + 1))[:100_000]
@@ -715,7 +737,8 @@ def test_divergence_before_commit_is_vllm(parser: PythonicToolParser) -> None:
 def test_divergence_text_after_list(parser: PythonicToolParser) -> None:
     """`text_after_list`: text after the list that Python refuses there is content and the
     calls stay (vLLM: all content); text Python accepts there is dropped, as vLLM drops it."""
-    assert ours(parser, CORPUS["text_after_list"]) == ("\nDone.", [("get_weather", '{"city": "Paris"}')])
+    paris = [("get_weather", '{"city": "Paris"}')]
+    assert ours(parser, CORPUS["text_after_list"]) == ("\nDone.", paris)
     assert ours(parser, CORPUS["subscript_after_list"])[0] == "[0]"
     for case in ("valid_python_after", "trailing_comment", "trailing_newline"):
         assert ours(parser, CORPUS[case]) == vllm_batch(CORPUS[case]), case
@@ -743,7 +766,8 @@ def test_llama4_markers(parser4: Llama4PythonicToolParser) -> None:
         None, [("a", '{"x": 1}'), ("b", '{"y": "z"}')])
     assert ours(parser4, LLAMA4_CORPUS["python_start_bad"]) == ("print('hi')", [])
     assert ours(parser4, LLAMA4_CORPUS["python_end_without_start"])[0] == "<|python_end|>"
-    assert ours(parser4, LLAMA4_CORPUS["python_start_late"]) == (LLAMA4_CORPUS["python_start_late"], [])
+    late = LLAMA4_CORPUS["python_start_late"]
+    assert ours(parser4, late) == (late, [])
 
 
 # -- table totality ------------------------------------------------------------------------------
