@@ -24,8 +24,9 @@ that, a head vLLM would refuse makes the block (or the whole output) content, as
 
 Divergences from vLLM's batch (stream == our batch instead; tests `test_olmo3_*`), besides
 `pythonic`'s (`broken_call_list`, `regex_after_commit`, `repeated_key`):
-* `content_before_block`: text before the block (other than whitespace) has streamed as
-  content when the block turns out to hold calls (vLLM drops it).
+* `content_before_block`: text before the block (other than whitespace, up to
+  MAX_HELD_CHARS of it) has streamed as content when the block turns out to hold calls
+  (vLLM drops it).
 * `unclosed_block`: a block the output ends inside keeps its calls, as bare calls do
   (vLLM's search finds no block and the joined whole output does not parse: all content).
 * `bare_calls_then_block`: bare calls followed by a block break at the block's marker (vLLM
@@ -36,7 +37,20 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from parsers.tools._machine import ANY_MARKER, EOS, TEXT, Run, Step, Table, nothing, to_content
+from parsers._base import MAX_HELD_CHARS
+from parsers._errors import StateError
+from parsers.tools._machine import (
+    ANY_MARKER,
+    EOS,
+    TEXT,
+    Run,
+    Step,
+    Table,
+    ToolStreamState,
+    nothing,
+    to_content,
+)
+from parsers.tools._python_args import PythonArgs
 from parsers.tools.pythonic import P, PythonicCallsBase, _act
 
 __all__ = ["Olmo3PythonicToolParser", "BLOCK_OPEN", "BLOCK_CLOSE"]
@@ -47,14 +61,23 @@ BLOCK_OPEN, BLOCK_CLOSE = "<function_calls>", "</function_calls>"
 class Olmo3PythonicToolParser(PythonicCallsBase):
     name: ClassVar[str] = "olmo3"
     initial_phase: ClassVar[str] = P.LEAD
-    line_mode: ClassVar[bool] = True
+    args_format: ClassVar[PythonArgs] = PythonArgs(line_mode=True)
     bracket_list: ClassVar[bool] = False  # the list ends with the block (or the output)
+
+    def check_ext(self, state: ToolStreamState) -> None:
+        super().check_ext(state)
+        if state.phase == P.BLOCK and BLOCK_OPEN not in state.ext.raw:
+            raise StateError(f"{self.name}: a block state without its marker")
 
     # -- before the first call --------------------------------------------------------------
 
     def lead_text(self, run: Run, text: str) -> str | None:
-        """Whitespace is held; a first line that does not start like a call is content."""
-        rest = self._first_call(run, run.ext.raw + text, 0)
+        """Whitespace is held (up to MAX_HELD_CHARS); a first line that does not start like a
+        call is content."""
+        buf = run.ext.raw + text
+        if not buf.strip() and len(buf) > MAX_HELD_CHARS:
+            self.not_a_call_list(run, buf)
+        rest = None if run.phase == P.VERBATIM else self._first_call(run, buf, 0)
         if run.phase == P.VERBATIM:
             run.phase = P.CONTENT  # not bare calls: content, and a block may still come
         return rest

@@ -23,7 +23,8 @@ as a value's first token is known to be a literal; the arguments then stream as 
 read. Before that, anything vLLM would refuse (a positional first argument, a first value
 that is not a literal, the output ending) makes the whole output content, as in vLLM. Between
 calls the separators and the next name are held; text after the list is held to the end of
-the output and dropped if Python would accept it there, as vLLM does.
+the output (bounded by the tool-call limit) and dropped if Python would accept it there, as
+vLLM does.
 
 Divergences from vLLM's batch (stream == our batch instead; vLLM would make all output
 content, taking back calls already streamed; tests name each):
@@ -46,7 +47,7 @@ import ast
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, cast
 
 import regex
 
@@ -149,16 +150,13 @@ class PythonicState(ToolStreamState):
 class PythonicCallsBase(TableToolParser):
     """The call-list machine shared by pythonic, llama4_pythonic and olmo3 (module docstring).
 
-    A family sets `table`, `initial_phase`, `line_mode` (olmo3's line joining) and
-    `bracket_list` (the list is closed by a real `]`, not by the end of the text)."""
+    A family sets `table`, `initial_phase`, `args_format` (in line mode for olmo3's line
+    joining) and `bracket_list` (the list is closed by a real `]`, not by the end of the
+    text)."""
 
     state_class = PythonicState
-    line_mode: ClassVar[bool] = False
+    args_format: ClassVar[PythonArgs] = PythonArgs()
     bracket_list: ClassVar[bool] = True
-
-    @property
-    def args_format(self) -> PythonArgs:
-        return PythonArgs(line_mode=self.line_mode)
 
     def check_ext(self, state: ToolStreamState) -> None:
         """A restored state reads a call's arguments exactly in ARGS."""
@@ -168,8 +166,7 @@ class PythonicCallsBase(TableToolParser):
             raise StateError(f"{self.name}: call state contradicts phase {state.phase!r}")
 
     def held_chars(self, state: ToolStreamState) -> int:
-        ext = state.ext
-        assert isinstance(ext, ListState)
+        ext = cast(ListState, state.ext)
         return super().held_chars(state) + len(ext.raw) + len(ext.name) + len(ext.lex.tok)
 
     # -- the first call's head -------------------------------------------------------------
@@ -248,7 +245,8 @@ class PythonicCallsBase(TableToolParser):
         return self._scan_list(run, text, final=False)
 
     def _scan_list(self, run: Run, text: str, *, final: bool) -> str | None:
-        reader = _ListReader(run.ext, line_mode=self.line_mode, bracket=self.bracket_list)
+        line_mode = self.args_format.line_mode
+        reader = _ListReader(run.ext, line_mode=line_mode, bracket=self.bracket_list)
         outcome, rest = reader.run(text, final=final)
         run.ext = reader.to_state()
         if outcome is _Outcome.OPEN:

@@ -291,14 +291,19 @@ def test_olmo3_streams_incrementally(parser: Olmo3PythonicToolParser) -> None:
     assert [type(e) for e in events] == [ToolCallStart, ToolArgsDelta]
     body = ("for i in range(10):\n    print(i, 'é', \"世界\")\n" * 3000)[:100_000]
     text = "write(path='x', data=" + json.dumps(body, ensure_ascii=False) + ")\n" + BLOCK_CLOSE
-    state, out, sizes = parser.initial_state(), [], []
-    for piece, _ in llama3().chunks(BLOCK_OPEN + "\n" + text):
+    state, out, sizes, first_args_at = parser.initial_state(), [], [], None
+    chunks = [piece for piece, _ in llama3().chunks(BLOCK_OPEN + "\n" + text)]
+    for i, piece in enumerate(chunks):
         wire = json.dumps(state.to_json())
         sizes.append(len(wire.encode()))
         state, events = parser.feed(type(state).from_json(json.loads(wire)), piece, "r")
+        if first_args_at is None and any(isinstance(e, ToolArgsDelta) for e in events):
+            first_args_at = i
         out += events
     out += parser.finish(state, "r")[1]
+    opened = next(i for i, piece in enumerate(chunks) if "(" in piece)
     assert max(sizes) < 1024, max(sizes)
+    assert first_args_at is not None and first_args_at - opened <= 16
     (call,) = collapse_events(out).tool_calls
     assert json.loads(call.arguments) == {"path": "x", "data": body}
 
@@ -332,3 +337,12 @@ def test_olmo3_typed_errors_only(parser: Olmo3PythonicToolParser) -> None:
     state, _ = parser.feed(parser.initial_state(), BLOCK_OPEN + "\nf(a=(", "r")
     with pytest.raises(ParserError):
         parser.feed(state, "'" + "x" * 600_000, "r")
+
+
+def test_olmo3_long_leading_whitespace_streams(parser: Olmo3PythonicToolParser) -> None:
+    """Whitespace before anything else is held up to MAX_HELD_CHARS, then streamed as content
+    (`content_before_block`), so a model stuck on newlines keeps a small state."""
+    state, events = parser.feed(parser.initial_state(), "\n" * 5000, "r")
+    assert "".join(e.text for e in events) == "\n" * 5000 and len(json.dumps(state.to_json())) < 1024
+    text = "\n" * 5000 + block(W)
+    assert ours(parser, text) == ("\n" * 5000, vllm_batch(block(W), "olmo3")[1])
