@@ -576,7 +576,7 @@ class PythonArgs:
         return reader.to_state(), "".join(reader.out)
 
 
-class _Reader:  # noqa: PLR0904 - one method per grammar position
+class _Reader:
     """Mutable scratch copy of an `ArgsState` for one feed (fields as documented there)."""
 
     def __init__(self, state: ArgsState, line_mode: bool) -> None:
