@@ -20,6 +20,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "mistral": "parsers.tools.mistral:MistralToolParser",
     "pythonic": "parsers.tools.pythonic:PythonicToolParser",
     "llama4_pythonic": "parsers.tools.pythonic:Llama4PythonicToolParser",
+    "olmo3": "parsers.tools.olmo3:Olmo3PythonicToolParser",
     "qwen3_coder": "parsers.tools.qwen3_coder:Qwen3CoderToolParser",
     "qwen3_xml": "parsers.tools.qwen3_coder:Qwen3CoderToolParser",
     "deepseek_v3": "parsers.tools.deepseek_v3:DeepSeekV3ToolParser",
@@ -76,6 +77,7 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
                                     structural_tag_model="deepseek_r1", tool_view="presence"),
     "deepseek_v31": ToolParserTraits(supports_required_and_named=False,
                                      structural_tag_model="deepseek_v3_1", tool_view="presence"),
+    "olmo3": ToolParserTraits(tool_view="presence"),
     "granite": ToolParserTraits(engine_based=True),
 }
 

@@ -32,7 +32,8 @@ def test_reasoning_names_are_vllms() -> None:
 def test_tool_names_are_vllms_and_map_to_agreed_modules() -> None:
     assert tool_parser_names() == sorted([
         "hermes", "qwen3_json", "llama3_json", "llama4_json", "mistral", "pythonic",
-        "llama4_pythonic", "qwen3_coder", "qwen3_xml", "deepseek_v3", "deepseek_v31", "granite"])
+        "llama4_pythonic", "olmo3", "qwen3_coder", "qwen3_xml", "deepseek_v3", "deepseek_v31",
+        "granite"])
     assert TOOL_PARSER_MODULES["qwen3_json"] == TOOL_PARSER_MODULES["hermes"]
     assert get_tool_parser("hermes") is get_tool_parser("qwen3_json")
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from parsers.registry import get_tool_parser
 from parsers.tools._machine import TableToolParser
 
-from .tool_parser_support import WEATHER_TOOLS, deepseek, llama3, mistral_v3, mistral_v11, qwen3
+from .tool_parser_support import WEATHER_TOOLS, deepseek, llama3, llama4, mistral_v3, mistral_v11, qwen3
 
 _DS_BLOCK = "<｜tool▁calls▁begin｜>{calls}<｜tool▁calls▁end｜>"
 _DS = "<｜tool▁call▁begin｜>"
@@ -44,6 +44,14 @@ CASES["mistral"] = lambda: (mistral_v3().vocab, [_PRE, "hi [TOOL_CALLS] not json
 CASES["mistral/v11"] = lambda: (mistral_v11().vocab, [
     'ok [TOOL_CALLS]get_weather[ARGS]{"city": "x", "days": "3"} t[TOOL_CALLS]f{"a": [1]}',
     "[TOOL_CALLS] [ARGS]not json [TOOL_CALLS][TOOL_CALLS]",
+])
+CASES["pythonic"] = lambda: (llama3().vocab, ["[f(a=1), g(b='x')]\nok", "Hi", "[f(a=1"])
+CASES["llama4_pythonic"] = lambda: (llama4().vocab, [
+    "<|python_start|>[f(a=1), g(b='x<|python_end|>')]<|python_end|> ok", "x", "[f(a=1",
+])
+CASES["olmo3"] = lambda: (llama3().vocab, [
+    "Hi\n<function_calls>\nf(a=1)\ng(b='x')\n</function_calls> tail", "f(a=1) x",
+    "<function_calls>\n</function_calls>",
 ])
 
 
