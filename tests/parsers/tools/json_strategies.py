@@ -31,7 +31,8 @@ def encode_char(char: str, how: int) -> str:
     """One character as a JSON string body would spell it: raw when allowed (how 0), as
     \\uXXXX (1, 2: upper-case hex), or with its short escape (3, also `\\/`)."""
     code = ord(char)
-    must_escape = char in '"\\' or code < 0x20
+    # Model text is decoded UTF-8, which never holds a surrogate: those come only escaped.
+    must_escape = char in '"\\' or code < 0x20 or 0xD800 <= code <= 0xDFFF
     if how == 0 and not must_escape:
         return char
     if how == 3 and char in _SHORT:
