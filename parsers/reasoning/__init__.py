@@ -7,7 +7,7 @@ module only when its name is asked for, so one broken family never breaks the ot
 
 from __future__ import annotations
 
-__all__ = ["REASONING_PARSER_MODULES"]
+__all__ = ["REASONING_PARSER_MODULES", "REASONING_KEEPS_SPECIAL_TOKENS"]
 
 REASONING_PARSER_MODULES: dict[str, str] = {
     "qwen3": "parsers.reasoning.qwen3:Qwen3ReasoningParser",
@@ -17,3 +17,7 @@ REASONING_PARSER_MODULES: dict[str, str] = {
     "granite": "parsers.reasoning.granite:GraniteReasoningParser",
     "mistral": "parsers.reasoning.mistral:MistralReasoningParser",
 }
+
+# Reasoning families whose vLLM class sets skip_special_tokens=False in `adjust_request`
+# (every adapter over vLLM's parser engine does; a legacy class that does is listed too).
+REASONING_KEEPS_SPECIAL_TOKENS: frozenset[str] = frozenset({"qwen3", "glm45", "mistral"})

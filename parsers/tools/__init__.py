@@ -44,6 +44,8 @@ class ToolParserTraits:
     tools and tool_choice is not "none" (Hermes and the families built on it).
     tool_view: what of the request's tools the parser reads, so a stream state carries only
     that (`parsers.tools._schema.encode_tools`): "presence", "names" or "types".
+    json_schema_choice: required/named tool_choice without a structural tag becomes vLLM's
+    JSON-schema `structured_outputs` (False where the family's `adjust_request` builds its own).
     """
 
     supports_required_and_named: bool = True
@@ -51,6 +53,7 @@ class ToolParserTraits:
     structural_tag_model: str | None = None
     keeps_special_tokens: bool = False
     tool_view: str = "types"
+    json_schema_choice: bool = True
 
 
 _NATIVE_FORMAT = ToolParserTraits(supports_required_and_named=False)
@@ -68,7 +71,8 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "qwen3_json": _HERMES,
     "llama3_json": _LLAMA,
     "llama4_json": _LLAMA,
-    "mistral": _NATIVE_ENGINE,
+    "mistral": ToolParserTraits(supports_required_and_named=False, engine_based=True,
+                                json_schema_choice=False),
     "pythonic": ToolParserTraits(tool_view="presence"),
     "llama4_pythonic": ToolParserTraits(tool_view="presence"),
     "qwen3_coder": _QWEN_XML,

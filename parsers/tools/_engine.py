@@ -86,6 +86,8 @@ __all__ = [
     "WS",
     "name_in_args",
     "name_and_args_from_json",
+    "emit_event",
+    "engine_state_class",
     "string_only",
     "string_only_schema",
 ]
@@ -226,8 +228,11 @@ class EngineState(ToolStreamState):
 
 
 @functools.cache
-def engine_state_class(args_state: type[JsonState]) -> type[EngineState]:
-    """The state class of a family whose argument format keeps `args_state`."""
+def engine_state_class(
+    args_state: type[JsonState], ext_class: type[EngineExt] = EngineExt
+) -> type[EngineState]:
+    """The state class of a family whose argument format keeps `args_state` (and whose
+    bookkeeping extends `EngineExt` as `ext_class`)."""
     call = dataclasses.make_dataclass(
         f"EngineCall_{args_state.__name__}",
         [("args", args_state | None, dataclasses.field(default=None))],
@@ -236,8 +241,9 @@ def engine_state_class(args_state: type[JsonState]) -> type[EngineState]:
         slots=True,
     )
     state = dataclasses.make_dataclass(
-        f"EngineState_{args_state.__name__}",
-        [("call", call | None, dataclasses.field(default=None))],
+        f"EngineState_{args_state.__name__}_{ext_class.__name__}",
+        [("call", call | None, dataclasses.field(default=None)),
+         ("ext", ext_class, dataclasses.field(default_factory=ext_class))],  # fmt: skip
         bases=(EngineState,),
         frozen=True,
         slots=True,
@@ -255,6 +261,7 @@ class EngineToolParser(TableToolParser):
 
     spec: ClassVar[EngineSpec]
     args_state: ClassVar[type[JsonState]]
+    ext_class: ClassVar[type[EngineExt]] = EngineExt
     initial_phase: ClassVar[str] = S.CONTENT
 
     def __init__(
@@ -274,13 +281,13 @@ class EngineToolParser(TableToolParser):
         literals = self.spec.literal_terminals()
         drops = frozenset(special_tokens) - set(literals) - self.spec.preserve_tokens
         self.table = _build_table(self.spec, drops, skip_reasoning_parsing)
-        self.state_class = engine_state_class(self.args_state)
+        self.state_class = engine_state_class(self.args_state, self.ext_class)
         self._tool_names = _tool_names(self.tools)
         self._properties: dict[str, Mapping[str, Any]] = {}
 
     @classmethod
     def state_type(cls) -> type[ToolStreamState]:
-        return engine_state_class(cls.args_state)
+        return engine_state_class(cls.args_state, cls.ext_class)
 
     def tool_properties(self, name: str) -> Mapping[str, Any]:
         """The `properties` of tool `name`'s parameters ({} without tools: no coercion)."""
@@ -395,6 +402,11 @@ def _end_of_output(run: Run, text: str) -> None:
 
 
 # -- events ------------------------------------------------------------------------------------
+
+
+def emit_event(run: Run, event: Ev | None, value: str) -> None:
+    """Apply one engine event (families with their own text handling feed events here)."""
+    _emit(run, event, value)
 
 
 def _emit(run: Run, event: Ev | None, value: str) -> None:

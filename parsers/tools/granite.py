@@ -3,309 +3,279 @@
     <|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]    (3.0)
     <tool_call>[{"name": "get_weather", "arguments": {"city": "Paris"}}]      (3.1)
 
-vLLM 0.33 runs this format on its parser engine (`GraniteEngineToolParser`, config
-`vllm/parser/granite.py`, the engine's `tool_call_body_array` mode). Batch semantics
-reproduced here (`extract_tool_calls`):
+Spec: vLLM 0.33 `granite_config` (`vllm/parser/granite.py`) in the engine's
+`tool_call_body_array` mode, run by `_engine`. The array region (`split_array`, vLLM's
+`_feed_array_text`):
 
-* content: either marker opens a tool region; anything else is content;
-* in the region, blanks (space, tab, CR, LF) are skipped; the region must start with `[`;
-  after it `,` is skipped, `{` opens one call, `]` ends the region; any other character
-  ends the region and is content (with the rest of the literal it starts, if any), so the
-  marker and the skipped text are dropped;
+* either marker enters the region; blanks (space, tab, CR, LF) are skipped; the region must
+  start with `[`; after it `,` is skipped, `{` opens one call, `]` ends the region; any other
+  character ends the region, and it and the rest of its text are content;
 * a call is the text from `{` to the `}` that brings the bracket depth (`{[` up, `}]` down,
   never below 0, outside strings) back to 0, or to the end of the output;
-* its name is the first `"name": "..."` in that text (stripped), else the `name` of the text
-  decoded as a JSON object; a call without a (string) name is dropped;
-* its arguments are the raw text of the top-level `"arguments"` object member (verbatim, an
-  unterminated object included; "{}" without the member); a member that is not an object
-  falls back to the decoded object's `arguments` (else `parameters`, else the object without
-  `name`; a string verbatim), or the raw text when it is not JSON; then values are coerced to
-  the tool's schema types (`_engine.fix_arg_types`);
-* content follows the engine rules of `parsers.tools._legacy_engine` (the first tool event is a
-  call's `{`, not the marker).
+* its name is the first `"name": "..."` in that text (the engine's fallback for nameless
+  slots), else the `name` of the text read as a JSON object;
+* its arguments (`GraniteArgs`: vLLM's `_granite_arg_converter` / `extract_json_member_object`)
+  are the raw text of the top-level `"arguments"` member's object, unterminated or not; "{}"
+  without the member; when the member is not an object, the engine's JSON fallback
+  (`arguments`, else `parameters`, else the object without `name`); then the values are
+  coerced to the tool's schema types.
 
-Streaming: content streams as it arrives (a possible marker start and trailing whitespace
-held back); each call is buffered from `{` and emitted whole when it closes or at the end of
-the output. Phases: CONTENT -> (marker) LEAD, the region before its first call (`buf` keeps
-"[" once seen, so the region costs no memory) -> CALL -> BETWEEN (inside the array) -> AFTER
-(content after the first call; a marker there leads to BLOCK, the region before its `[`).
-`depth` / `in_string` / `escaped` resume the call's bracket scan; `flag` / `pending` as in
-`_engine`.
-
-Divergences from vLLM's batch (tests `test_granite_divergence_*`): as `_engine` documents,
-leading whitespace followed by other content and then a returned call is kept. Granite has no
-tokenizer package installed here; the tests tokenize with the Qwen3 tokenizer (both markers
-are plain text to it, as `<tool_call>` is to Granite 3.1).
+Streaming: a call commits when its name is found, and the raw text of its arguments streams
+(values the schema may coerce are held, `_json_args` raw mode); a member that is not an
+object is held to the call's end. Divergences (stream == our batch; tests
+`test_granite_divergence_*`): the engine's leading-whitespace rule; a coerced value after
+non-canonical text (the objects are then JSON-equal, not the strings). No Granite tokenizer is
+installed: tests use Qwen3's (`<tool_call>` is one token there, as in Granite 3.1).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import ClassVar
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from parsers.tools._base import (
-    Phase,
-    Run,
-    StreamingToolParser,
-    find_marker,
-    marker_prefix_len,
-)
-from parsers.tools._legacy_engine import (
-    ContentHold,
-    fix_arg_types,
+from parsers._state import JsonState
+from parsers.tools._engine import (
+    EngineExt,
+    EngineSpec,
+    EngineToolParser,
+    Ev,
+    S,
+    Tr,
+    emit_event,
     name_and_args_from_json,
-    name_in_args,
 )
+from parsers.tools._json_args import DONE, ERROR, JsonArgs, JsonArgsState, SchemaTable
+from parsers.tools._machine import EOS, TEXT, Run, Step, Table
 
-__all__ = ["GraniteToolParser", "arguments_member"]
+__all__ = ["GraniteToolParser", "GraniteArgs", "GRANITE_SPEC"]
 
 MARKERS = ("<|tool_call|>", "<tool_call>")
 BLANKS = " \t\r\n"
-_JSON_BLANKS = " \t\r\n"
+_JSON_WS = " \t\n\r"
+
+GRANITE_SPEC = EngineSpec(
+    terminals={"TOOL_TOKEN": MARKERS[0], "TOOL_STRING": MARKERS[1]},
+    transitions={(S.CONTENT, "TOOL_TOKEN"): Tr(S.ARGS), (S.CONTENT, "TOOL_STRING"): Tr(S.ARGS)},
+)
 
 
-def _object_end(raw: str, start: int) -> int | None:
-    """End (exclusive) of the `{...}` object at `raw[start]`, counting braces only."""
-    depth, in_string, escaped = 0, False, False
-    for i in range(start, len(raw)):
-        c = raw[i]
-        if escaped:
-            escaped = False
-        elif in_string:
-            escaped, in_string = c == "\\", c != '"'
-        elif c == '"':
-            in_string = True
-        elif c in "{}":
-            depth += 1 if c == "{" else -1
-            if depth == 0:
-                return i + 1
-    return None
+# -- the array region ---------------------------------------------------------------------
 
 
-def arguments_member(raw: str, key: str = "arguments") -> str | None:
-    """Raw text of the top-level object member `key` of a (maybe unterminated) object.
+@dataclass(frozen=True, slots=True)
+class Brackets(JsonState):
+    """A string-aware bracket counter (vLLM's `_feed_args_char`): depth never below 0."""
 
-    None when the member has no value yet; ValueError when its value is not an object."""
-    depth, in_string, escaped = 0, False, False
-    start, last_string = -1, None
-    for i, c in enumerate(raw):
-        if escaped:
-            escaped = False
-        elif in_string:
-            if c == "\\":
-                escaped = True
-            elif c == '"':
-                in_string = False
-                if depth == 1:
-                    last_string = raw[start + 1 : i]
-        elif c == '"':
-            in_string, start = True, i
-        elif c == ":" and depth == 1 and last_string == key:
-            at = i + 1
-            while at < len(raw) and raw[at] in _JSON_BLANKS:
-                at += 1
-            if at >= len(raw):
-                return None
-            if raw[at] != "{":
-                raise ValueError(f"member {key!r} is not an object")
-            end = _object_end(raw, at)
-            return raw[at:] if end is None else raw[at:end]
-        elif c in "{[":
-            depth += 1
-        elif c in "}]":
-            depth -= 1
-    return None
+    depth: int = 0
+    in_string: bool = False
+    escaped: bool = False
 
-
-class GraniteToolParser(StreamingToolParser):
-    """See the module docstring for the phases."""
-
-    name: ClassVar[str] = "granite"
-
-    # -- content ---------------------------------------------------------------------------
-
-    def _content(self, run: Run) -> bool:
-        at, marker = find_marker(run.buf, MARKERS)
-        if marker is None:
-            keep = 0 if run.eos else marker_prefix_len(run.buf, MARKERS)
-            ContentHold.before_event(run, run.take(len(run.buf) - keep))
-            if run.eos:
-                ContentHold.end_before_event(run)
-            return False
-        ContentHold.before_event(run, run.take(at))
-        run.take(len(marker))
-        run.phase = Phase.LEAD
-        return True
-
-    def _after(self, run: Run) -> bool:
-        at, marker = find_marker(run.buf, MARKERS)
-        if marker is None:
-            keep = 0 if run.eos else marker_prefix_len(run.buf, MARKERS)
-            ContentHold.after_event(run, run.take(len(run.buf) - keep))
-            if run.eos:
-                ContentHold.end_after_event(run)
-            return False
-        ContentHold.after_event(run, run.take(at))
-        run.take(len(marker))
-        run.phase = Phase.BLOCK
-        return True
-
-    # -- the array region ------------------------------------------------------------------
-
-    def _lead(self, run: Run) -> bool:
-        """Region before its first call: `buf` is "[" (once seen) + unread text."""
-        opened = run.buf.startswith("[") and run.scan == 1
-        i = run.scan
-        while i < len(run.buf):
-            c = run.buf[i]
-            if c in BLANKS or (opened and c == ","):
-                i += 1
-            elif not opened and c == "[":
-                opened, i = True, i + 1
-            elif opened and c == "{":  # the first call: the first tool event
-                run.take(i)
-                JsonScan.reset(run)
-                run.phase = Phase.CALL
-                return True
-            elif opened and c == "]":
-                run.take(i + 1)
-                run.phase = Phase.CONTENT
-                return True
-            else:
-                bailed = self._bail(run, i, ContentHold.before_event, Phase.CONTENT)
-                if bailed is not None:
-                    return bailed
-                break
-        if run.eos:  # an unfinished region is dropped
-            run.take(len(run.buf))
-            run.phase = Phase.CONTENT
-            return True
-        kept = "[" if opened else ""
-        run.buf, run.scan = kept + run.buf[i:], len(kept)
-        return False
-
-    def _block(self, run: Run) -> bool:
-        """Region after a marker, before its `[`, once a call slot exists."""
-        skip = len(run.buf) - len(run.buf.lstrip(BLANKS))
-        run.take(skip)
-        if not run.buf:
-            if run.eos:
-                run.phase = Phase.AFTER
-                return True
-            return False
-        if run.buf[0] == "[":
-            run.take(1)
-            run.phase = Phase.BETWEEN
-            return True
-        return bool(self._bail(run, 0, ContentHold.after_event, Phase.AFTER))
-
-    def _between(self, run: Run) -> bool:
-        """Inside the array, between calls."""
-        skip = len(run.buf) - len(run.buf.lstrip(BLANKS + ","))
-        run.take(skip)
-        if not run.buf:
-            if run.eos:
-                run.phase = Phase.AFTER
-                return True
-            return False
-        c = run.buf[0]
-        if c == "{":
-            JsonScan.reset(run)
-            run.phase = Phase.CALL
-            return True
-        if c == "]":
-            run.take(1)
-            run.phase = Phase.AFTER
-            return True
-        return bool(self._bail(run, 0, ContentHold.after_event, Phase.AFTER))
-
-    def _bail(
-        self, run: Run, at: int, sink: Callable[[Run, str], None], resume: Phase
-    ) -> bool | None:
-        """A character the array grammar does not allow at `at`: the region ends there, and
-        that character (with the rest of the marker literal it starts) is content. None: the
-        text from `at` may still become a marker literal (content whole), wait for more."""
-        rest = run.buf[at:]
-        literal = next((m for m in MARKERS if rest.startswith(m)), None)
-        if literal is None and not run.eos and marker_prefix_len(rest, MARKERS) == len(rest):
-            return None
-        run.take(at)
-        sink(run, run.take(len(literal) if literal else 1))
-        run.phase = resume
-        return True
-
-    # -- calls -----------------------------------------------------------------------------
-
-    def _call(self, run: Run) -> bool:
-        end = JsonScan.element_end(run)
-        truncated = end is None
-        if truncated:
-            if not run.eos:
-                return False
-            end = len(run.buf)
-            JsonScan.reset(run)
-        call = self._call_of(run.take(end))
-        if call is not None:
-            run.emit_call(*call)
-        run.phase = Phase.AFTER if truncated else Phase.BETWEEN
-        return True
-
-    def _call_of(self, raw: str) -> tuple[str, str] | None:
-        """(name, arguments) as vLLM's engine builds them, or None for a dropped call."""
-        name: object = name_in_args(raw).strip()
-        if not name:
-            name, arguments = name_and_args_from_json(raw)
-        else:
-            try:
-                member = arguments_member(raw)
-            except ValueError:
-                member = name_and_args_from_json(raw)[1]
-            arguments = "{}" if member is None else member
-        if not isinstance(name, str) or not name:
-            return None
-        return name, fix_arg_types(arguments, name, self.tools)
-
-    handlers: ClassVar = {
-        Phase.CONTENT: _content,
-        Phase.LEAD: _lead,
-        Phase.CALL: _call,
-        Phase.BETWEEN: _between,
-        Phase.BLOCK: _block,
-        Phase.AFTER: _after,
-    }
-
-
-class JsonScan:
-    """Resumable scan for the end of a call object starting at `run.buf[0]` (`{`), as the
-    engine counts it: `{[` up, `}]` down (never below 0) outside strings; the call ends at a
-    `}` that leaves depth 0."""
-
-    @staticmethod
-    def element_end(run: Run) -> int | None:
-        buf = run.buf
-        i, depth, in_string, escaped = run.scan, run.depth, run.in_string, run.escaped
-        while i < len(buf):
-            c = buf[i]
-            i += 1
+    def scan(self, text: str, start: int, closer: str, floor: int = 0) -> tuple[Brackets, int | None]:
+        """(counter after `text[start:]`, index just past the `closer` that brings the depth
+        back to `floor`, or None)."""
+        depth, in_string, escaped = self.depth, self.in_string, self.escaped
+        for i in range(start, len(text)):
+            ch = text[i]
             if escaped:
                 escaped = False
             elif in_string:
-                if c == "\\":
-                    escaped = True
-                elif c == '"':
-                    in_string = False
-            elif c == '"':
+                escaped, in_string = ch == "\\", ch != '"'
+            elif ch == '"':
                 in_string = True
-            elif c in "{[":
+            elif ch in "{[":
                 depth += 1
-            elif c in "}]":
+            elif ch in "}]":
                 depth = max(depth - 1, 0)
-                if c == "}" and depth == 0:
-                    JsonScan.reset(run)
-                    return i
-        run.scan, run.depth, run.in_string, run.escaped = i, depth, in_string, escaped
-        return None
+                if ch == closer and depth == floor:
+                    return Brackets(depth, False, False), i + 1
+        return Brackets(depth, in_string, escaped), None
+
+
+@dataclass(frozen=True, slots=True)
+class GraniteExt(EngineExt):
+    """opened: the region's `[` was read. element: a call is open (`brackets` counts it)."""
+
+    opened: bool = False
+    element: bool = False
+    brackets: Brackets = Brackets()
+
+
+def split_array(run: Run, text: str) -> None:
+    i = 0
+    while i < len(text):
+        ext: GraniteExt = run.ext
+        if ext.element:
+            brackets, end = ext.brackets.scan(text, i, "}")
+            emit_event(run, Ev.ARG, text[i : len(text) if end is None else end])
+            run.ext = run.ext.replace(brackets=brackets, element=end is None)
+            if end is None:
+                return
+            emit_event(run, Ev.CALL_END, "")
+            i = end
+            continue
+        ch = text[i]
+        if ch in BLANKS or (ext.opened and ch == ","):
+            i += 1
+        elif not ext.opened and ch == "[":
+            run.ext = ext.replace(opened=True)
+            i += 1
+        elif ext.opened and ch == "{":
+            emit_event(run, Ev.CALL_START, "")
+            run.ext = run.ext.replace(element=True, brackets=Brackets())
+        else:  # `]` closes the region; anything else ends it and is content
+            run.ext = ext.replace(opened=False)
+            run.phase = S.CONTENT
+            emit_event(run, Ev.TEXT, text[i + 1 :] if ch == "]" and ext.opened else text[i:])
+            return
+
+
+def _array_end(run: Run, text: str) -> None:
+    """End of the output in the region: an open call closes; the engine does the rest."""
+    run.ext = run.ext.replace(opened=False, element=False, brackets=Brackets())
+
+
+# -- the arguments ---------------------------------------------------------------------------
+
+
+class Seek(enum.StrEnum):
+    KEY = "key"  # looking for the top-level `"arguments"` member
+    VALUE = "value"  # after its `:`, before its value
+    MEMBER = "member"  # inside its object: raw text streams
+    DONE = "done"  # its object closed: the rest is not arguments
+    HELD = "held"  # the member is not an object: the call is decided whole at its end
+
+
+@dataclass(frozen=True, slots=True)
+class GraniteArgsState(JsonState):
+    """seek: progress. brackets: the call's counter (KEY / VALUE) or the member's (MEMBER).
+    key: the top-level string being read, while it may still be "arguments"; keyed: the last
+    top-level string was "arguments". json: the raw writer of the member (its coercion).
+    broken: the member is not JSON: its text passes raw. raw: the call's text until its
+    member starts (KEY / VALUE), and all of it when HELD."""
+
+    seek: Seek = Seek.KEY
+    brackets: Brackets = Brackets()
+    key: str | None = None
+    keyed: bool = False
+    json: JsonArgsState = JsonArgsState()
+    broken: bool = False
+    raw: str = ""
+
+    def held_chars(self) -> int:
+        return self.json.held_chars() + len(self.raw)
+
+
+_KEY = "arguments"
+
+
+class GraniteArgs:
+    """vLLM's `_granite_arg_converter` + `_fix_arg_types` for the call named `name`."""
+
+    def __init__(self, name: str, properties: Mapping[str, Any], limit: int, coerce: Any) -> None:
+        self.name = name
+        self.writer = JsonArgs(raw=True, schema=SchemaTable(properties), limit=limit)
+        self.coerce = coerce  # the parser's `_fix_arg_types`, for a call decided whole
+
+    def start(self, name: str = "") -> GraniteArgsState:
+        return GraniteArgsState(json=self.writer.start())
+
+    def feed(self, state: GraniteArgsState, text: str) -> tuple[GraniteArgsState, str, None]:
+        out: list[str] = []
+        i = 0
+        while i < len(text) and state.seek not in (Seek.DONE, Seek.HELD):
+            state, i = self._step(state, text, i, out)
+        if state.seek is Seek.HELD:
+            state = state.replace(raw=state.raw + text[i:])
+        return state, "".join(out), None
+
+    def _step(
+        self, state: GraniteArgsState, text: str, i: int, out: list[str]
+    ) -> tuple[GraniteArgsState, int]:
+        if state.seek is Seek.MEMBER:
+            brackets, end = state.brackets.scan(text, i, "}")
+            stop = len(text) if end is None else end
+            state = self._member(state.replace(brackets=brackets), text[i:stop], out)
+            return (state if end is None else state.replace(seek=Seek.DONE)), stop
+        if state.seek is Seek.VALUE:
+            body = text[i:].lstrip(_JSON_WS)
+            at = len(text) - len(body)
+            state = state.replace(raw=state.raw + text[i:at])
+            if not body:
+                return state, len(text)
+            if body[0] != "{":
+                return state.replace(seek=Seek.HELD), at
+            return state.replace(seek=Seek.MEMBER, brackets=Brackets(), raw=""), at
+        return self._seek_key(state.replace(raw=state.raw + text[i]), text[i]), i + 1
 
     @staticmethod
-    def reset(run: Run) -> None:
-        run.scan, run.depth, run.in_string, run.escaped = 0, 0, False, False
+    def _seek_key(state: GraniteArgsState, ch: str) -> GraniteArgsState:
+        """vLLM's scan: the last top-level string followed by `:` names the member."""
+        b = state.brackets
+        if b.in_string:
+            if b.escaped or ch == "\\":
+                return state.replace(brackets=b.replace(escaped=not b.escaped), key=None)
+            if ch == '"':
+                keyed = b.depth == 1 and state.key == _KEY
+                return state.replace(brackets=b.replace(in_string=False), keyed=keyed)
+            key = state.key + ch if state.key is not None else None
+            return state.replace(key=key if key is not None and _KEY.startswith(key) else None)
+        if ch == '"':
+            return state.replace(brackets=b.replace(in_string=True), key="")
+        if ch == ":" and b.depth == 1 and state.keyed:
+            return state.replace(seek=Seek.VALUE)
+        if ch in "{[":
+            return state.replace(brackets=b.replace(depth=b.depth + 1))
+        if ch in "}]":
+            return state.replace(brackets=b.replace(depth=b.depth - 1))
+        return state
+
+    def _member(self, state: GraniteArgsState, text: str, out: list[str]) -> GraniteArgsState:
+        if state.broken:
+            out.append(text)
+            return state
+        js, written, rest = self.writer.feed(state.json, text)
+        out.append(written)
+        if js.status == ERROR:  # not JSON: vLLM's coercion leaves the raw text as it is
+            out.append(self.writer.held_raw(js) + (rest or ""))
+            return state.replace(json=js, broken=True)
+        return state.replace(json=js)
+
+    def end(self, state: GraniteArgsState) -> tuple[GraniteArgsState, str]:
+        if state.seek in (Seek.KEY, Seek.VALUE):
+            return state, "{}"  # no member (or no value yet): the converter's "{}"
+        if state.seek is Seek.HELD:  # the engine's fallback on the whole call
+            return state, self.coerce(name_and_args_from_json(state.raw)[1], self.name)
+        if state.broken or state.seek is Seek.DONE:
+            return state, ""
+        js, written = self.writer.end(state.json)
+        tail = self.writer.held_raw(js) if js.status != DONE else ""
+        return state.replace(json=js), written + tail
+
+
+class GraniteToolParser(EngineToolParser):
+    name: ClassVar[str] = "granite"
+    spec: ClassVar[EngineSpec] = GRANITE_SPEC
+    args_state: ClassVar[type[JsonState]] = GraniteArgsState
+    ext_class: ClassVar[type[EngineExt]] = GraniteExt
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        steps = dict(self.table.steps)
+        steps[(S.ARGS, TEXT)] = Step(split_array)
+        for marker in MARKERS:  # a marker inside the region is text to the splitter
+            steps[(S.ARGS, marker)] = Step(split_array)
+        steps[(S.ARGS, EOS)] = Step(_array_then_engine_end(steps[(S.ARGS, EOS)].action))
+        self.table = Table(self.table.phases, self.table.markers, steps)
+
+    def arg_format(self, name: str) -> GraniteArgs:
+        return GraniteArgs(name, self.tool_properties(name), self.call_limit, self.coerce)
+
+
+def _array_then_engine_end(engine_end: Any) -> Any:
+    def end(run: Run, text: str) -> None:
+        _array_end(run, text)
+        engine_end(run, text)
+
+    return end

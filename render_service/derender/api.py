@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from parsers.tools import tool_parser_traits
 from render_service.config import ServiceConfig
 from render_service.derender.chat_batch import derender_chat_batch
 from render_service.derender.completion_batch import derender_completion_batch
@@ -61,6 +62,8 @@ class Derenderer:
         bundle = renderer.bundle
         self._config = config
         self._renderer = renderer
+        # What of a request's tools the stream state must carry for the configured parser.
+        self._tool_view = tool_parser_traits(config.tool_call_parser or "").tool_view
         self.ctx = _build_context(config, bundle, self._resolve_kwargs, local_states)
 
     # -- public API -----------------------------------------------------------------------
@@ -101,7 +104,7 @@ class Derenderer:
         if raw is None:
             return None
         request = parse_request(ChatCompletionRequest, _without_our_keys(raw))
-        return ChatSettings.from_request(request, self._resolve_kwargs)
+        return ChatSettings.from_request(request, self._resolve_kwargs, self._tool_view)
 
     def _resolve_kwargs(self, request: Any) -> dict[str, Any]:
         resolve = getattr(self._renderer, "effective_chat_template_kwargs", None)

@@ -6,6 +6,7 @@ depend on; a stream's chunks then reuse one parser instead of rebuilding it per 
 
 from __future__ import annotations
 
+import inspect
 from collections import OrderedDict
 from collections.abc import Sequence
 from threading import Lock
@@ -13,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from parsers.tools import tool_parser_traits
 from render_service.config import ServiceConfig
-from render_service.derender.settings import ChatSettings
+from render_service.derender.settings import ChatSettings, tools_for_parser
 
 if TYPE_CHECKING:
     from parsers.chat import ChatParser
@@ -81,11 +83,12 @@ class ParserFactory:
             )
         tool = None
         if self.tool_name:
-            tool = get_tool_parser(self.tool_name)(
+            tool_cls = get_tool_parser(self.tool_name)
+            tool = tool_cls(
                 self._tokenizer,
-                settings.tools,
+                tools_for_parser(settings.tools),
                 max_call_chars=self.max_tool_call_chars,
-                **self._tool_options(),
+                **self._tool_options(tool_cls),
             )
         options = ChatOptions(
             tool_choice=settings.tool_choice,
@@ -95,17 +98,15 @@ class ParserFactory:
         )
         return ChatParser(reasoning, tool, options)
 
-    def _tool_options(self) -> dict[str, Any]:
+    def _tool_options(self, tool_cls: type) -> dict[str, Any]:
         """What vLLM 0.33 sets on its engine-based tool parsers besides the tools.
 
-        Its parser engine drops the tokenizer's special tokens from text (mistral v11+,
-        qwen3_coder content; granite's parser takes no such option). With no reasoning
+        Its parser engine drops the tokenizer's special tokens from text. With no reasoning
         parser configured, `Parser.__init__` sets the tool parser's `skip_reasoning_parsing`:
         reasoning markup (`[THINK]...[/THINK]`, a stray `</think>`) is then plain content.
         """
-        no_reasoning = not self.reasoning_name
-        if self.tool_name == "mistral":
-            return {"special_tokens": self._special_tokens, "skip_reasoning_parsing": no_reasoning}
-        if self.tool_name in ("qwen3_coder", "qwen3_xml"):
-            return {"special_tokens": self._special_tokens, "skip_reasoning_parsing": no_reasoning}
-        return {}
+        if not tool_parser_traits(self.tool_name or "").engine_based:
+            return {}
+        accepted = inspect.signature(tool_cls).parameters
+        options = {"special_tokens": self._special_tokens, "skip_reasoning_parsing": not self.reasoning_name}
+        return {k: v for k, v in options.items() if k in accepted}

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from parsers.tools._schema import prune_tools
+from parsers.tools._schema import decode_tools, encode_tools
 from render_service.derender.logprobs import chat_top_limit, completion_top_limit
 from render_service.derender.stops import StopRules
 
-__all__ = ["ChatSettings", "CompletionSettings", "compact_tools"]
+__all__ = ["ChatSettings", "CompletionSettings", "compact_tools", "tools_for_parser"]
 
 
 def _stop_list(stop: Any) -> tuple[str, ...]:
@@ -31,12 +31,18 @@ def _dump(value: Any) -> Any:
     return value
 
 
-def compact_tools(tools: Any) -> list[dict[str, Any]] | None:
-    """Tools as far as a parser reads them (`parsers.tools._schema.prune_tools`): names and the
-    type skeleton of their parameters, no descriptions, so a stream state stays small."""
+def compact_tools(tools: Any, view: str = "types") -> Any:
+    """Tools as far as the configured tool parser reads them (`parsers.tools._schema`): their
+    presence, their names, or their names and parameter type skeletons; never descriptions,
+    so a stream state stays small. `tools_for_parser` turns this back into tool objects."""
     if tools is None:
         return None
-    return prune_tools([_dump(tool) for tool in tools])
+    return encode_tools([_dump(tool) for tool in tools], view)
+
+
+def tools_for_parser(compact: Any) -> list[dict[str, Any]] | None:
+    """The tool objects a parser is built with, from `compact_tools`'s form."""
+    return None if compact is None else decode_tools(compact)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +110,7 @@ def _common_fields(req: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class ChatSettings(_Common):
-    tools: list[dict[str, Any]] | None = None
+    tools: Any = None  # `compact_tools`'s form
     tool_choice: Any = "none"
     parallel_tool_calls: bool | None = True
     include_reasoning: bool = True
@@ -112,7 +118,7 @@ class ChatSettings(_Common):
 
     @classmethod
     def from_request(
-        cls, req: Any, resolve_kwargs: Callable[[Any], dict[str, Any]]
+        cls, req: Any, resolve_kwargs: Callable[[Any], dict[str, Any]], tool_view: str = "types"
     ) -> ChatSettings:
         return cls(
             **_common_fields(req),
@@ -121,7 +127,7 @@ class ChatSettings(_Common):
                 getattr(req, "top_logprobs", 0),
                 bool(getattr(req, "logprob_token_ids", None)),
             ),
-            tools=compact_tools(getattr(req, "tools", None)),
+            tools=compact_tools(getattr(req, "tools", None), tool_view),
             tool_choice=_dump(getattr(req, "tool_choice", "none")),
             parallel_tool_calls=getattr(req, "parallel_tool_calls", True),
             include_reasoning=bool(getattr(req, "include_reasoning", True)),
@@ -162,10 +168,11 @@ class CompletionSettings(_Common):
 
 def _check_chat_types(data: dict[str, Any]) -> None:
     tools = data.get("tools")
-    if tools is not None and not (
-        isinstance(tools, list) and all(isinstance(tool, dict) for tool in tools)
-    ):
-        raise TypeError("settings.tools must be a list of objects")
+    if tools is not None:
+        try:
+            decode_tools(tools)
+        except ValueError as exc:
+            raise TypeError("settings.tools is not an encoded tool list") from exc
     if not isinstance(data.get("tool_choice", "none"), str | dict | None):
         raise TypeError("settings.tool_choice must be a string or an object")
     if not isinstance(data.get("chat_template_kwargs", {}), dict):

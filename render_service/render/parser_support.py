@@ -22,9 +22,11 @@ otherwise).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from parsers.reasoning import REASONING_KEEPS_SPECIAL_TOKENS
+from parsers.registry import reasoning_parser_names, tool_parser_names
+from parsers.tools import ToolParserTraits, tool_parser_traits
 from render_service.config import TOOL_STRICT_LEVELS, ServiceConfig
 from render_service.errors import BadRequestError, ConfigError, NotImplementedFeatureError
 from render_service.protocol import vllm_validation_error
@@ -37,7 +39,6 @@ from render_service.render.structural_tags import (
 from render_service.render.xgrammar_support import Unknown, output_format
 
 __all__ = [
-    "TOOL_PARSER_SPECS",
     "ParserSupport",
     "ToolParserSpec",
     "extract_structured_outputs",
@@ -45,31 +46,9 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class ToolParserSpec:
-    structural_tag_model: str | None
-    keeps_special_tokens: bool  # Hermes: skip_special_tokens=False when tools are in play
-    engine_based: bool = False  # vLLM parser-engine adapter: always skip_special_tokens=False
-    json_schema_choice: bool = True  # base ToolParser required/named -> JSON schema
-
-
-TOOL_PARSER_SPECS: dict[str, ToolParserSpec] = {
-    "hermes": ToolParserSpec("hermes", True),
-    "qwen3_json": ToolParserSpec("hermes", True),
-    "llama3_json": ToolParserSpec("llama", False),
-    "llama4_json": ToolParserSpec("llama", False),
-    "mistral": ToolParserSpec(None, False, engine_based=True, json_schema_choice=False),
-    "pythonic": ToolParserSpec(None, False),
-    "llama4_pythonic": ToolParserSpec(None, False),
-    "qwen3_coder": ToolParserSpec("qwen_3_coder", False, engine_based=True),
-    "qwen3_xml": ToolParserSpec("qwen_3_coder", False, engine_based=True),
-    "deepseek_v3": ToolParserSpec("deepseek_r1", False),
-    "deepseek_v31": ToolParserSpec("deepseek_v3_1", False),
-    "granite": ToolParserSpec(None, False, engine_based=True),
-}
-REASONING_PARSER_NAMES = frozenset({"qwen3", "deepseek_r1", "deepseek_v3", "glm45", "granite", "mistral"})
-# Reasoning parsers vLLM runs on its parser engine, whose adjust_request keeps special tokens.
-ENGINE_REASONING_PARSERS = frozenset({"qwen3", "glm45", "mistral"})
+# The parsers' own traits (parsers/tools/__init__.py) say how vLLM's serving layer treats each
+# family; render reads them there, so registering a family is one place.
+ToolParserSpec = ToolParserTraits
 
 
 class ParserSupport:
@@ -79,19 +58,19 @@ class ParserSupport:
         reasoning = config.reasoning_parser
         if reasoning is not None and reasoning.lower() == "none":
             reasoning = None
-        if reasoning is not None and reasoning not in REASONING_PARSER_NAMES:
+        if reasoning is not None and reasoning not in reasoning_parser_names():
             raise ConfigError(
                 f"unknown --reasoning-parser {reasoning!r}; supported: "
-                + ", ".join(sorted(REASONING_PARSER_NAMES))
+                + ", ".join(reasoning_parser_names())
             )
         tool = config.tool_call_parser
-        if tool is not None and tool not in TOOL_PARSER_SPECS:
+        if tool is not None and tool not in tool_parser_names():
             raise ConfigError(
-                f"unknown --tool-call-parser {tool!r}; supported: " + ", ".join(sorted(TOOL_PARSER_SPECS))
+                f"unknown --tool-call-parser {tool!r}; supported: " + ", ".join(tool_parser_names())
             )
         self.reasoning_parser = reasoning
         self.tool_parser = tool if config.enable_auto_tool_choice else None
-        self.tool_spec = TOOL_PARSER_SPECS[self.tool_parser] if self.tool_parser else None
+        self.tool_spec = tool_parser_traits(self.tool_parser) if self.tool_parser else None
         self._vocab = vocab
         self._special_tokens = tuple(special_tokens)
         self.tool_strict_level = config.tool_strict_level  # None: the parser's default
@@ -119,7 +98,7 @@ class ParserSupport:
         if self.reasoning_parser is None and request.tool_choice == "none":
             return {}  # vLLM only adjusts with a reasoning parser or a tool choice
         changes: dict[str, Any] = {}
-        if self.reasoning_parser in ENGINE_REASONING_PARSERS:
+        if self.reasoning_parser in REASONING_KEEPS_SPECIAL_TOKENS:
             changes["skip_special_tokens"] = False
         spec = self.tool_spec
         if spec is None:

@@ -105,12 +105,16 @@ def test_granite_divergence_leading_whitespace(parser: GraniteToolParser) -> Non
     assert parser.parse(CORPUS["leading_whitespace_before_call"], "r").content == "\n\nSure thing."
 
 
-def test_granite_emits_each_call_when_its_object_closes(parser: GraniteToolParser) -> None:
-    state, events = parser.feed(parser.initial_state(), "Hi <tool_call>[" + W[:-1], "r")
-    assert [type(e).__name__ for e in events] == ["ContentDelta"]
-    state, events = parser.feed(state, "}, ", "r")
-    assert [type(e).__name__ for e in events] == ["ToolCallStart", "ToolArgsDelta"]
-    assert events[0].name == "get_weather"
+def test_granite_streams_name_then_raw_arguments(parser: GraniteToolParser) -> None:
+    """A call is sent when its name is read; its `arguments` text streams as written (the
+    integer-typed `days` is held until its value ends, then coerced)."""
+    state, events = parser.feed(parser.initial_state(), 'Hi <tool_call>[{"name": "get_weather", ', "r")
+    assert [type(e).__name__ for e in events] == ["ContentDelta", "ToolCallStart"]
+    assert events[1].name == "get_weather"
+    state, events = parser.feed(state, '"arguments": {"city": "Par', "r")
+    assert [e.text for e in events] == ['{"city": "Par']
+    state, events = parser.feed(state, 'is", "days": "3"}}]', "r")
+    assert "".join(e.text for e in events) == 'is", "days": 3}'
 
 
 def test_granite_region_before_first_call_is_bounded(parser: GraniteToolParser) -> None:
@@ -119,5 +123,5 @@ def test_granite_region_before_first_call_is_bounded(parser: GraniteToolParser) 
     for _ in range(1000):
         state, events = parser.feed(state, " ,\n ,", "r")
         assert events == []
-    assert state.phase == "lead" and state.buf == "["
-    assert len(json.dumps(state.to_json())) < 250  # the empty state plus "["
+    assert state.phase == "tool_args" and state.ext.opened
+    assert len(json.dumps(state.to_json())) < 400

@@ -10,33 +10,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from parsers._errors import ParserError, StateError
-from parsers.tools._base import StreamingToolParser
-from parsers.tools.deepseek_v3 import DeepSeekV3ToolParser
-from parsers.tools.deepseek_v31 import DeepSeekV31ToolParser
-from parsers.tools.granite import GraniteToolParser
+from parsers.tools._machine import TableToolParser
 from parsers.tools.hermes_parser import HermesToolParser
 from parsers.tools.llama3_json import Llama3JsonToolParser
-from parsers.tools.mistral import MistralToolParser
-from parsers.tools.pythonic import Llama4PythonicToolParser, PythonicToolParser
-from parsers.tools.qwen3_coder import Qwen3CoderToolParser
-from .tool_parser_support import WEATHER_TOOLS
 
-PARSERS: list[StreamingToolParser] = [
-    HermesToolParser(None, []),
-    Llama3JsonToolParser(None, []),
-    PythonicToolParser(None, []),
-    Llama4PythonicToolParser(None, []),
-    DeepSeekV3ToolParser(None, []),
-    DeepSeekV31ToolParser(None, []),
-    MistralToolParser(None, []),
-    MistralToolParser(  # v11+ format, [THINK] reasoning markers, a special token dropped
-        {"[TOOL_CALLS]": 1, "[ARGS]": 2, "[THINK]": 3, "[/THINK]": 4}, WEATHER_TOOLS,
-        special_tokens=["<|im_end|>", "[TOOL_CALLS]"],
-    ),
-    Qwen3CoderToolParser(None, WEATHER_TOOLS),
-    GraniteToolParser(None, WEATHER_TOOLS),
-]
-IDS = [p.state_tag for p in PARSERS]
+from .table_cases import CASES, family_cases
+
+# Every family on the machine, on its test vocabulary (tests/parsers/tools/table_cases.py).
+PARSERS: list[TableToolParser] = [family_cases(name)[0] for name in sorted(CASES)]
+IDS = sorted(CASES)
 
 # Fragments of every family's syntax, so random text often hits the interesting paths.
 ATOMS = [
@@ -55,7 +37,7 @@ deltas = st.lists(
 )
 
 
-def stream_all(parser: StreamingToolParser, pieces: list[str]) -> list:
+def stream_all(parser: TableToolParser, pieces: list[str]) -> list:
     state = parser.initial_state()
     events: list = []
     for piece in pieces:
@@ -69,7 +51,7 @@ def stream_all(parser: StreamingToolParser, pieces: list[str]) -> list:
 @pytest.mark.parametrize("parser", PARSERS, ids=IDS)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pieces=deltas)
-def test_garbage_gives_events_or_typed_error(parser: StreamingToolParser, pieces: list[str]) -> None:
+def test_garbage_gives_events_or_typed_error(parser: TableToolParser, pieces: list[str]) -> None:
     """Random deltas: events equal to the batch result of their concatenation, or ParserError."""
     try:
         events = stream_all(parser, pieces)
@@ -92,7 +74,7 @@ json_values = st.recursive(
 @pytest.mark.parametrize("parser", PARSERS, ids=IDS)
 @settings(max_examples=150, deadline=None)
 @given(data=st.data())
-def test_corrupted_state_raises_state_error(parser: StreamingToolParser, data: st.DataObject) -> None:
+def test_corrupted_state_raises_state_error(parser: TableToolParser, data: st.DataObject) -> None:
     """Any field replaced, dropped or added, or a wrong version: StateError before any work."""
     state = parser.feed(parser.initial_state(), '<tool_call>{"name": "f"', "r")[0].to_json()
     key = data.draw(st.sampled_from(sorted(state)))
