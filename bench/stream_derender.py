@@ -12,6 +12,11 @@ replays the whole stream on every chunk (O(n^2) calls), so its run is bounded by
 JSON reports the token counts actually measured for each, and the CPU ratio is computed on the
 same prefix length (ours is also measured on the reference's prefix).
 
+`--case agentic`: a ~12,000-token output dominated by one `write_file` call carrying a whole
+file, with 30 tools declared (bench/stream_parse.py builds it); additionally reports our
+per-chunk server CPU over the last 1,000 chunks against the first 1,000 (target <= 1.2) and the
+largest `stream_state` (target < 1 KB).
+
 Final stdout line: JSON with the numbers.
 """
 
@@ -91,9 +96,10 @@ def build_prompt(tokenizer, n_tokens: int) -> list[int]:  # noqa: ANN001
 
 
 def run_stream(url: str, ids: list[int], prompt: list[int], every_chunk: bool, limit: int,
-               client: httpx.Client) -> tuple[int, int, int]:  # fmt: skip
-    """Send ids[:limit] one per chunk; returns (requests, total bytes, first request bytes)."""
-    chat_request = {"messages": [{"role": "user", "content": "x"}], "tools": TOOLS}
+               client: httpx.Client, tools: list, sizes: list[int] | None = None) -> tuple[int, int, int]:  # fmt: skip
+    """Send ids[:limit] one per chunk; returns (requests, total bytes, first request bytes).
+    `sizes`: filled with each returned stream_state's size in bytes."""
+    chat_request = {"messages": [{"role": "user", "content": "x"}], "tools": tools}
     state, total_bytes, first_bytes = None, 0, 0
     ids = ids[:limit]
     for k, token in enumerate(ids):
@@ -109,6 +115,8 @@ def run_stream(url: str, ids: list[int], prompt: list[int], every_chunk: bool, l
         response = client.post(url, content=raw, headers={"content-type": "application/json"})
         response.raise_for_status()
         state = response.json()["stream_state"]
+        if sizes is not None:
+            sizes.append(len(orjson.dumps(state)))
     return len(ids), total_bytes, first_bytes
 
 
@@ -148,14 +156,38 @@ class OurServer:
                 self.proc.wait(timeout=30)
 
 
-def measure(server_pid: int, url: str, ids, prompt, every_chunk: bool, limit: int) -> dict:  # noqa: ANN001
+def measure(server_pid: int, url: str, ids, prompt, every_chunk: bool, limit: int, tools: list) -> dict:  # noqa: ANN001
+    sizes: list[int] = []
     with httpx.Client(timeout=600) as client:
         cpu0, t0 = cpu_seconds(server_pid), time.monotonic()
-        n, total_bytes, first_bytes = run_stream(url, ids, prompt, every_chunk, limit, client)
+        n, total_bytes, first_bytes = run_stream(url, ids, prompt, every_chunk, limit, client, tools, sizes)
         cpu1, t1 = cpu_seconds(server_pid), time.monotonic()
     return {"tokens": n, "cpu_s": round(cpu1 - cpu0, 3), "wall_s": round(t1 - t0, 3),
             "mean_request_bytes": round(total_bytes / n, 1),
-            "mean_request_bytes_after_first": round((total_bytes - first_bytes) / max(n - 1, 1), 1)}  # fmt: skip
+            "mean_request_bytes_after_first": round((total_bytes - first_bytes) / max(n - 1, 1), 1),
+            "max_state_bytes": max(sizes)}  # fmt: skip
+
+
+def cpu_of_window(server_pid: int, url: str, ids, prompt, tools: list, window: int) -> dict:  # noqa: ANN001
+    """Our server CPU over the first and the last `window` chunks of one stream."""
+    chat_request = {"messages": [{"role": "user", "content": "x"}], "tools": tools}
+    state, marks = None, {}
+    with httpx.Client(timeout=600) as client:
+        for k, token in enumerate(ids):
+            if k in (0, window, len(ids) - window):
+                marks[k] = cpu_seconds(server_pid)
+            body = {"stream": True, "stream_state": state, "generate_chunk": {"request_id": REQUEST_ID,
+                    "choices": [{"index": 0, "token_ids": [token], "finish_reason": "stop" if k == len(ids) - 1 else None}]}}  # fmt: skip
+            if k == 0:
+                body |= {"chat_request": chat_request, "prompt_token_ids": prompt}
+            response = client.post(url, content=orjson.dumps(body), headers={"content-type": "application/json"})
+            response.raise_for_status()
+            state = response.json()["stream_state"]
+        end = cpu_seconds(server_pid)
+    first = marks[window] - marks[0]
+    last = end - marks[len(ids) - window]
+    return {"first_cpu_s": round(first, 3), "last_cpu_s": round(last, 3),
+            "last_over_first": round(last / max(first, 1e-9), 3), "target": 1.2}
 
 
 def main() -> None:
@@ -163,26 +195,39 @@ def main() -> None:
     parser.add_argument("--prompt-tokens", type=int, default=32000)
     parser.add_argument("--tokens", type=int, default=4000)
     parser.add_argument("--ref-tokens", type=int, default=1000)
+    parser.add_argument("--case", choices=("mixed", "agentic"), default="mixed")
     args = parser.parse_args()
     from transformers import AutoTokenizer
 
     model_dir = build_render_model_dir(REPO / ".cache" / "bench-derender-model")
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     prompt = build_prompt(tokenizer, args.prompt_tokens)
-    ids = build_output(tokenizer, args.tokens)
+    tools = TOOLS
+    if args.case == "agentic":
+        from bench.stream_parse import agent_tools, build_agentic_output
+
+        tools = agent_tools()
+        tokens = args.tokens if args.tokens != 4000 else 12000
+        text = build_agentic_output(tokens, tokenizer.backend_tokenizer)
+        ids = tokenizer.encode(text, add_special_tokens=False) + [151645]
+    else:
+        ids = build_output(tokenizer, args.tokens)
     max_len = 40960
     log_dir = REPO / ".cache" / "bench-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     path = "/v1/chat/completions/derender"
     with OurServer(model_dir, max_len, log_dir) as ours:
         assert ours.proc is not None
-        ours_full = measure(ours.proc.pid, ours.url + path, ids, prompt, False, len(ids))
-        ours_prefix = measure(ours.proc.pid, ours.url + path, ids, prompt, False, args.ref_tokens)
+        ours_full = measure(ours.proc.pid, ours.url + path, ids, prompt, False, len(ids), tools)
+        ours_prefix = measure(ours.proc.pid, ours.url + path, ids, prompt, False, args.ref_tokens, tools)
+        window = cpu_of_window(ours.proc.pid, ours.url + path, ids, prompt, tools, 1000) if args.case == "agentic" else None
     with RefRenderServer(model_dir, PARSER_FLAGS + ("--max-model-len", str(max_len)), log_dir) as ref:
         assert ref._proc is not None
-        ref_prefix = measure(ref._proc.pid, ref.url + path, ids, prompt, True, args.ref_tokens)
+        ref_prefix = measure(ref._proc.pid, ref.url + path, ids, prompt, True, args.ref_tokens, tools)
     result = {
         "bench": "stream_derender",
+        "case": args.case,
+        "ours_cpu_last1000_over_first1000": window,
         "prompt_tokens": len(prompt),
         "ours": ours_full,
         "ours_on_ref_prefix": ours_prefix,
