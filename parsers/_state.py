@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import types
 import typing
+from collections.abc import Callable
 from typing import Any, ClassVar, Self, get_args, get_origin
 
 from parsers._errors import StateError
@@ -26,8 +27,8 @@ class JsonState:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"v": self.VERSION}
-        for f in dataclasses.fields(self):
-            out[f.name] = _dump(getattr(self, f.name))
+        for name, dump in _codec(type(self)).dumpers:
+            out[name] = dump(getattr(self, name))
         return out
 
     @classmethod
@@ -38,10 +39,10 @@ class JsonState:
         # An exact int: JSON's true and 1.0 compare equal to 1 but are not version 1.
         if type(version) is not int or version != cls.VERSION:
             raise StateError(f"{cls.__name__}: unsupported state version {version!r}")
-        hints, names = _schema(cls)
-        if set(data) - {"v"} != names:
+        codec = _codec(cls)
+        if len(data) != len(codec.loaders) + 1 or not codec.names.issubset(data.keys()):
             raise StateError(f"{cls.__name__}: unexpected or missing state fields")
-        kwargs = {name: _load(hints[name], data[name], f"{cls.__name__}.{name}") for name in names}
+        kwargs = {name: load(data[name], where) for name, load, where in codec.loaders}
         try:
             return cls(**kwargs)
         except (ValueError, TypeError) as exc:  # __post_init__ invariants
@@ -51,10 +52,46 @@ class JsonState:
         return dataclasses.replace(self, **changes)
 
 
+# -- the codec, compiled once per state class from its type hints -------------------------------
+#
+# Type hints are read once (get_type_hints is slow) and turned into one loader and one dumper
+# per field, so decoding a state costs a call per field instead of interpreting its type.
+
+Loader = Callable[[Any, str], Any]
+Dumper = Callable[[Any], Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Codec:
+    names: frozenset[str]
+    loaders: tuple[tuple[str, Loader, str], ...]
+    dumpers: tuple[tuple[str, Dumper], ...]
+
+
 @functools.cache
-def _schema(cls: type) -> tuple[dict[str, Any], frozenset[str]]:
-    """Field types and names of a state class (resolved once: get_type_hints is slow)."""
-    return typing.get_type_hints(cls), frozenset(f.name for f in dataclasses.fields(cls))
+def _codec(cls: type) -> _Codec:
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    return _Codec(
+        names=frozenset(names),
+        loaders=tuple((n, _loader(hints[n]), f"{cls.__name__}.{n}") for n in names),
+        dumpers=tuple((n, _dumper(hints[n])) for n in names),
+    )
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _dumper(hint: Any) -> Dumper:
+    if hint in _SCALARS:
+        return _same
+    # Object fields hold JSON already (nested parser states, as their `to_json()` gives them).
+    if hint is dict or get_origin(hint) is dict or hint == dict | None:
+        return _same
+    if isinstance(hint, type) and issubclass(hint, str):  # str-valued enums dump as str
+        return _same
+    return _dump
 
 
 _SCALARS = frozenset({str, int, bool, float, type(None)})
@@ -70,51 +107,83 @@ def _dump(value: Any) -> Any:
     return value
 
 
-def _load(hint: Any, value: Any, where: str) -> Any:  # noqa: C901 - one branch per JSON type
+@functools.cache
+def _loader(hint: Any) -> Loader:  # noqa: C901 - one branch per JSON type
     origin = get_origin(hint)
     if origin in (typing.Union, types.UnionType):
-        for option in get_args(hint):
+        return _union(tuple(_loader(option) for option in get_args(hint)))
+    if hint is type(None):
+        return _exact(type(None), "null")
+    if isinstance(hint, type) and issubclass(hint, JsonState):
+        return lambda value, where: hint.from_json(value)
+    if hint is bool:
+        return _exact(bool, "a boolean")
+    if hint is int:
+        return _exact(int, "an integer")
+    if hint is str:
+        return _exact(str, "a string")
+    if origin is tuple:
+        return _tuple(get_args(hint)[0])
+    if origin is dict or hint is dict:
+        return _object
+    if hint is typing.Any:
+        return _same
+    if isinstance(hint, type) and issubclass(hint, str):  # str-valued Enum phases
+        return _enum(hint)
+    raise StateError(f"unsupported state field type {hint!r}")
+
+
+def _exact(kind: type, name: str) -> Loader:
+    def load(value: Any, where: str) -> Any:
+        if type(value) is kind:  # exact: a bool is not an int
+            return value
+        raise StateError(f"{where}: expected {name}")
+
+    return load
+
+
+def _union(options: tuple[Loader, ...]) -> Loader:
+    def load(value: Any, where: str) -> Any:
+        for option in options:
             try:
-                return _load(option, value, where)
+                return option(value, where)
             except StateError:
                 continue
         raise StateError(f"{where}: unexpected value")
-    if hint is type(None):
-        if value is None:
-            return None
-        raise StateError(f"{where}: expected null")
-    if isinstance(hint, type) and issubclass(hint, JsonState):
-        return hint.from_json(value)
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-        raise StateError(f"{where}: expected a boolean")
-    if hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise StateError(f"{where}: expected an integer")
-    if hint is str:
-        if isinstance(value, str):
-            return value
-        raise StateError(f"{where}: expected a string")
-    if origin is tuple:
-        if not isinstance(value, list):
-            raise StateError(f"{where}: expected a list")
-        item = get_args(hint)[0]
-        if item is int or item is str:  # fast path for long runs of scalars (held whitespace)
-            if set(map(type, value)) <= {item}:  # exact type: a bool is not an int
+
+    return load
+
+
+def _tuple(item: Any) -> Loader:
+    if item is int or item is str:  # fast path for long runs of scalars (held whitespace)
+
+        def scalars(value: Any, where: str) -> Any:
+            if type(value) is list and set(map(type, value)) <= {item}:
                 return tuple(value)
             raise StateError(f"{where}: expected a list of {item.__name__}")
-        return tuple(_load(item, v, where) for v in value)
-    if origin is dict or hint is dict:
-        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-            raise StateError(f"{where}: expected an object")
-        return dict(value)
-    if hint is typing.Any:
-        return value
-    if isinstance(hint, type) and issubclass(hint, str):  # str-valued Enum phases
+
+        return scalars
+    load_item = _loader(item)
+
+    def items(value: Any, where: str) -> Any:
+        if type(value) is not list:
+            raise StateError(f"{where}: expected a list")
+        return tuple(load_item(v, where) for v in value)
+
+    return items
+
+
+def _object(value: Any, where: str) -> Any:
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise StateError(f"{where}: expected an object")
+    return dict(value)
+
+
+def _enum(kind: type) -> Loader:
+    def load(value: Any, where: str) -> Any:
         try:
-            return hint(value)
+            return kind(value)
         except ValueError as exc:
             raise StateError(f"{where}: unknown value {value!r}") from exc
-    raise StateError(f"{where}: unsupported field type {hint!r}")
+
+    return load
