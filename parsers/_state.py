@@ -121,7 +121,7 @@ def _loader(hint: Any) -> Loader:  # noqa: C901 - one branch per JSON type
     if hint is int:
         return _exact(int, "an integer")
     if hint is str:
-        return _exact(str, "a string")
+        return _string
     if origin is tuple:
         return _tuple(get_args(hint)[0])
     if origin is dict or hint is dict:
@@ -140,6 +140,12 @@ def _exact(kind: type, name: str) -> Loader:
         raise StateError(f"{where}: expected {name}")
 
     return load
+
+
+def _string(value: Any, where: str) -> Any:
+    if isinstance(value, str):  # a str-valued enum member is a string too
+        return value
+    raise StateError(f"{where}: expected a string")
 
 
 def _union(options: tuple[Loader, ...]) -> Loader:
