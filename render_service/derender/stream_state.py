@@ -87,8 +87,9 @@ class StreamStateCodec:
         return BadRequestError(
             f"this stream's stream_state would be {size}, beyond this server's {which} limit "
             f"({limit} bytes from {SIZE_FLAG} {self.max_bytes}), so the next chunk could not "
-            "be accepted. The state carries the request's tool schemas and any in-flight tool "
-            f"call: send fewer or smaller tools, or raise {SIZE_FLAG} (env "
+            "be accepted. The state carries what the parsers read of the request's tools "
+            "(names, argument types) and any in-flight tool call: send fewer or smaller tools, "
+            f"or raise {SIZE_FLAG} (env "
             "RENDER_SERVICE_MAX_STREAM_STATE_BYTES) on every replica."
         )
 

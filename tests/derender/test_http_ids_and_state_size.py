@@ -190,28 +190,31 @@ def _stream_steps(client, tok, tools, chunks: int = 6):  # noqa: ANN001, ANN202
     return responses
 
 
-def test_reviewer_case_400_tools_is_refused_on_the_first_chunk(client, tok):  # noqa: ANN001
-    """About 2.8 MB of tool schemas (default 2 MiB limit): chunk 0 is the 400, naming the flag,
-    instead of issuing a state that chunk 1 would refuse."""
+def test_reviewer_case_400_tools_no_longer_reach_the_state(client, tok):  # noqa: ANN001
+    """About 2.8 MB of tool schemas once overflowed the default 2 MiB limit. The state now keeps
+    only what the configured tool parser reads of the tools (hermes: whether any were sent), so
+    the stream finishes with a state as small as one without tools."""
     tools = _tools(400, 6400)
+    assert len(json.dumps(tools)) > 2 * 1024 * 1024
     responses = _stream_steps(client, tok, tools)
-    assert len(responses) == 1 and responses[0].status_code == 400, responses[0].text[:300]
-    message = responses[0].json()["error"]["message"]
-    assert "--max-stream-state-bytes 2097152" in message and "tool schemas" in message, message
-
-
-def test_a_stream_that_starts_finishes_and_the_limit_is_the_flag(bundle, tok):  # noqa: ANN001
-    """The same tools under a larger limit stream to the end (every issued state accepted);
-    under a smaller one the first chunk is refused."""
-    tools = _tools(12, 3200)
-    with _client(bundle, limits=Limits(max_stream_state_bytes=64 * 1024), **PARSER_FLAGS) as roomy:
-        responses = _stream_steps(roomy, tok, tools)
     assert all(r.status_code == 200 for r in responses), [r.text[:200] for r in responses if r.status_code != 200]
-    final = responses[-1].json()["chunk"]["choices"][0]
-    assert final["finish_reason"] == "tool_calls"
-    sizes = [len(r.json()["stream_state"]["rs"]) for r in responses]
-    assert 16 * 1024 < min(sizes) and max(sizes) <= 64 * 1024, sizes
-    with _client(bundle, limits=Limits(max_stream_state_bytes=16 * 1024), **PARSER_FLAGS) as tight:
+    assert responses[-1].json()["chunk"]["choices"][0]["finish_reason"] == "tool_calls"
+    bare = _stream_steps(client, tok, _tools(1, 8))
+    sizes = [len(r.json()["stream_state"]["rs"]) for r in responses[:-1]]
+    bare_sizes = [len(r.json()["stream_state"]["rs"]) for r in bare[:-1]]
+    assert max(sizes) <= max(bare_sizes) + 16 and max(sizes) < 2048, (sizes, bare_sizes)
+
+
+def test_a_state_over_the_limit_is_refused_on_the_first_chunk_naming_the_flag(bundle, tok):  # noqa: ANN001
+    """Under a limit smaller than any state, chunk 0 is the 400 naming the flag (no stream
+    starts that cannot finish); under the default the same stream runs to the end."""
+    tools = _tools(12, 3200)
+    with _client(bundle, limits=Limits(max_stream_state_bytes=256), **PARSER_FLAGS) as tight:
         refused = _stream_steps(tight, tok, tools)
     assert len(refused) == 1 and refused[0].status_code == 400
-    assert "--max-stream-state-bytes 16384" in refused[0].json()["error"]["message"]
+    message = refused[0].json()["error"]["message"]
+    assert "--max-stream-state-bytes 256" in message and "in-flight tool call" in message, message
+    with _client(bundle, **PARSER_FLAGS) as roomy:
+        responses = _stream_steps(roomy, tok, tools)
+    assert all(r.status_code == 200 for r in responses)
+    assert responses[-1].json()["chunk"]["choices"][0]["finish_reason"] == "tool_calls"

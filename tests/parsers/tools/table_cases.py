@@ -54,6 +54,12 @@ CASES["olmo3"] = lambda: (llama3().vocab, [
     "<function_calls>\n</function_calls>",
 ])
 
+_GRANITE = '{"name": "get_weather", "arguments": {"city": "Paris", "days": "3"}}'
+CASES["granite"] = lambda: (qwen3().vocab, [
+    "Hi <tool_call>[" + _GRANITE + ', {"name": "f"}] tail <tool_call>[' + _GRANITE,
+    '<|tool_call|>[{"arguments": {}, "name": "f"}]', "<tool_call> not json", "<tool_call>[] x",
+])
+
 
 def family_cases(name: str) -> tuple[TableToolParser, list[str]]:
     vocab, texts = CASES[name]()
