@@ -16,8 +16,9 @@ REASONING_PARSER_MODULES: dict[str, str] = {
     "glm45": "parsers.reasoning.glm45:Glm45ReasoningParser",
     "granite": "parsers.reasoning.granite:GraniteReasoningParser",
     "mistral": "parsers.reasoning.mistral:MistralReasoningParser",
+    "nemotron_v3": "parsers.reasoning.nemotron_v3:NemotronV3ReasoningParser",
 }
 
 # Reasoning families whose vLLM class sets skip_special_tokens=False in `adjust_request`
 # (every adapter over vLLM's parser engine does; a legacy class that does is listed too).
-REASONING_KEEPS_SPECIAL_TOKENS: frozenset[str] = frozenset({"qwen3", "glm45", "mistral"})
+REASONING_KEEPS_SPECIAL_TOKENS: frozenset[str] = frozenset({"qwen3", "glm45", "mistral", "nemotron_v3"})

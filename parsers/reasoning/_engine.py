@@ -200,6 +200,10 @@ class EngineReasoningParser(ReasoningParser):
         )
 
     def initial_state(self, prompt_token_ids: Sequence[int] = ()) -> EngineReasoningState:
+        return self._start_state(prompt_token_ids)
+
+    def _start_state(self, prompt_token_ids: Sequence[int]) -> EngineReasoningState:
+        """The grammar's starting state (a family wrapping it in its own state keeps this)."""
         if not self.thinking:
             return EngineReasoningState(phase=Phase.VERBATIM)
         if not self._starts_in_reasoning() or self._prompt_closes_reasoning(prompt_token_ids):
@@ -221,7 +225,7 @@ class EngineReasoningParser(ReasoningParser):
         return state.replace(ws_chars="", ws_counts=()), events
 
     def parse(self, text: str, prompt_token_ids: Sequence[int] = ()) -> ReasoningResult:
-        state = self.initial_state(prompt_token_ids)
+        state = self._start_state(prompt_token_ids)
         if state.phase is Phase.VERBATIM:
             return ReasoningResult(None, text)
         state, events = self._run(state, text, final=True)

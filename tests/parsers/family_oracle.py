@@ -62,7 +62,8 @@ def family_cases(
 ) -> list[dict]:
     """Cases for the op: each text with its token-aligned chunks on `bundle`. An item may be
     a corpus entry {text, prompt?}: its prompt (the template's generation prompt) is
-    encoded on `bundle` as that case's prompt_token_ids."""
+    encoded on `bundle` as that case's prompt_token_ids; its chat_template_kwargs, if any,
+    override the call's for that case."""
     items = texts.values() if isinstance(texts, Mapping) else texts
     out = []
     for item in items:
@@ -71,6 +72,8 @@ def family_cases(
                 "chunks": [[p, ids] for p, ids in token_chunks(bundle, entry["text"])]}
         if entry.get("prompt") is not None:
             case["prompt_token_ids"] = bundle.encode(entry["prompt"])
+        if entry.get("chat_template_kwargs") is not None:
+            case["chat_template_kwargs"] = entry["chat_template_kwargs"]
         out.append(case)
     return out
 

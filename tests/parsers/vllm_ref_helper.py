@@ -307,7 +307,8 @@ def op_family(req):
     (default true), adjust_request (default false: call the composed parser's
     adjust_request on the request first, as serving does before generation),
     cases: [{text, chunks: [[text, ids], ...], token_ids (default: the chunks' ids),
-    prompt_token_ids (overrides the request-level one for this case)}]. Note: vLLM's
+    prompt_token_ids, chat_template_kwargs (each overrides the request-level one for this
+    case)}]. Note: vLLM's
     DelegatingParser never enters its tool-call phase in a stream whose prompt_token_ids
     are None (state.reasoning_ended is only set from them), so pass a prompt ([] at least).
     Response: {"construct": {"tool"|"reasoning"|"composed": null or error}, "composed_class",
@@ -351,6 +352,8 @@ def op_family(req):
         creq = req  # per-case prompt (the template's generation prompt) overrides
         if "prompt_token_ids" in case:
             creq = {**req, "prompt_token_ids": case["prompt_token_ids"]}
+        if "chat_template_kwargs" in case:  # per-case switches (one call for every setting)
+            creq = {**creq, "chat_template_kwargs": case["chat_template_kwargs"]}
         ids = case.get("token_ids")
         if ids is None:
             ids = [i for _, chunk_ids in chunks for i in chunk_ids]
@@ -382,7 +385,7 @@ def op_family(req):
                 out["reasoning_error"] = "construct: " + construct["reasoning"]
             else:
                 try:
-                    rp = reasoning_cls(tok, chat_template_kwargs=kwargs)
+                    rp = reasoning_cls(tok, chat_template_kwargs=creq.get("chat_template_kwargs") or {})
                     r, c = rp.extract_reasoning(text, _family_request(creq))
                     out["reasoning"] = {"reasoning": r, "content": c}
                     try:
