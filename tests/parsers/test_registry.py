@@ -100,7 +100,6 @@ PENDING_REASONING_PARSERS = frozenset({
     "muse",
     "muse_glimmer",
     "musespark1x",
-    "nemotron_v3",
     "olmo3",
     "openai_gptoss",
     "plamo3",
