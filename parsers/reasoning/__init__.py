@@ -17,6 +17,7 @@ REASONING_PARSER_MODULES: dict[str, str] = {
     "granite": "parsers.reasoning.granite:GraniteReasoningParser",
     "mistral": "parsers.reasoning.mistral:MistralReasoningParser",
     "nemotron_v3": "parsers.reasoning.nemotron_v3:NemotronV3ReasoningParser",
+    "ernie45": "parsers.reasoning.ernie45:Ernie45ReasoningParser",
 }
 
 # Reasoning families whose vLLM class sets skip_special_tokens=False in `adjust_request`

@@ -26,6 +26,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "deepseek_v3": "parsers.tools.deepseek_v3:DeepSeekV3ToolParser",
     "deepseek_v31": "parsers.tools.deepseek_v31:DeepSeekV31ToolParser",
     "granite": "parsers.tools.granite:GraniteToolParser",
+    "ernie45": "parsers.tools.ernie45:Ernie45ToolParser",
 }
 
 
@@ -83,6 +84,7 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
                                      structural_tag_model="deepseek_v3_1", tool_view="presence"),
     "olmo3": ToolParserTraits(tool_view="presence"),
     "granite": ToolParserTraits(engine_based=True),
+    "ernie45": ToolParserTraits(tool_view="presence"),
 }
 
 

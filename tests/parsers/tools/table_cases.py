@@ -60,6 +60,12 @@ CASES["granite"] = lambda: (qwen3().vocab, [
     '<|tool_call|>[{"arguments": {}, "name": "f"}]', "<tool_call> not json", "<tool_call>[] x",
 ])
 
+_ERNIE = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+CASES["ernie45"] = lambda: (qwen3().vocab, [
+    "Hi\n\n<tool_call>\n" + _ERNIE + "\n</tool_call>\nx<tool_call> no </tool_call><tool_call>{",
+    "<tool_call> junk <tool_call>{bad}</tool_call> tail", '<tool_call>{"arguments": {}, "name": "f"}',
+])
+
 
 def family_cases(name: str) -> tuple[TableToolParser, list[str]]:
     vocab, texts = CASES[name]()
