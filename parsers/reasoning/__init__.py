@@ -14,6 +14,7 @@ REASONING_PARSER_MODULES: dict[str, str] = {
     "deepseek_r1": "parsers.reasoning.deepseek_r1:DeepSeekR1ReasoningParser",
     "deepseek_v3": "parsers.reasoning.deepseek_v3:DeepSeekV3ReasoningParser",
     "glm45": "parsers.reasoning.glm45:Glm45ReasoningParser",
+    "glm47": "parsers.reasoning.glm45:Glm47ReasoningParser",
     "granite": "parsers.reasoning.granite:GraniteReasoningParser",
     "mistral": "parsers.reasoning.mistral:MistralReasoningParser",
     "nemotron_v3": "parsers.reasoning.nemotron_v3:NemotronV3ReasoningParser",
@@ -22,4 +23,4 @@ REASONING_PARSER_MODULES: dict[str, str] = {
 
 # Reasoning families whose vLLM class sets skip_special_tokens=False in `adjust_request`
 # (every adapter over vLLM's parser engine does; a legacy class that does is listed too).
-REASONING_KEEPS_SPECIAL_TOKENS: frozenset[str] = frozenset({"qwen3", "glm45", "mistral", "nemotron_v3"})
+REASONING_KEEPS_SPECIAL_TOKENS: frozenset[str] = frozenset({"qwen3", "glm45", "glm47", "mistral", "nemotron_v3"})

@@ -1,4 +1,4 @@
-"""`glm45` reasoning (vLLM 0.33 maps it to `Glm47MoeParserReasoningAdapter`, vllm/parser/glm47_moe.py).
+"""`glm45` / `glm47` reasoning (vLLM 0.33 maps both to `Glm47MoeParserReasoningAdapter`, vllm/parser/glm47_moe.py).
 
 * Thinking is on unless `thinking` or `enable_thinking` is given in the chat template kwargs
   and both are falsy (upstream: on when both are absent, else `bool(thinking) or
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from parsers.reasoning._engine import Action, EngineReasoningParser, EngineSpec, Phase
 
-__all__ = ["Glm45ReasoningParser", "GLM45_SPEC"]
+__all__ = ["Glm45ReasoningParser", "Glm47ReasoningParser", "GLM45_SPEC"]
 
 THINK_START = "<think>"
 THINK_END = "</think>"
@@ -58,3 +58,9 @@ class Glm45ReasoningParser(EngineReasoningParser):
         if thinking is None and enable_thinking is None:
             return True
         return bool(thinking) or bool(enable_thinking)
+
+
+class Glm47ReasoningParser(Glm45ReasoningParser):
+    """`glm47`: the same vLLM class as `glm45`."""
+
+    name = "glm47"

@@ -27,6 +27,8 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "deepseek_v31": "parsers.tools.deepseek_v31:DeepSeekV31ToolParser",
     "granite": "parsers.tools.granite:GraniteToolParser",
     "ernie45": "parsers.tools.ernie45:Ernie45ToolParser",
+    "glm45": "parsers.tools.glm47:Glm47ToolParser",
+    "glm47": "parsers.tools.glm47:Glm47ToolParser",
 }
 
 
@@ -47,6 +49,8 @@ class ToolParserTraits:
     that (`parsers.tools._schema.encode_tools`): "presence", "names" or "types".
     json_schema_choice: required/named tool_choice without a structural tag becomes vLLM's
     JSON-schema `structured_outputs` (False where the family's `adjust_request` builds its own).
+    default_tool_strict_level: the class's `default_tool_strict_level`, the structural-tag
+    level when `--tool-strict-level` is not given.
     """
 
     supports_required_and_named: bool = True
@@ -55,6 +59,7 @@ class ToolParserTraits:
     keeps_special_tokens: bool = False
     tool_view: str = "types"
     json_schema_choice: bool = True
+    default_tool_strict_level: str = "auto"
 
 
 _NATIVE_FORMAT = ToolParserTraits(supports_required_and_named=False)
@@ -67,6 +72,8 @@ _LLAMA = ToolParserTraits(supports_required_and_named=False, structural_tag_mode
                           tool_view="presence")  # fmt: skip
 _QWEN_XML = ToolParserTraits(supports_required_and_named=False, engine_based=True,
                              structural_tag_model="qwen_3_coder")  # fmt: skip
+_GLM = ToolParserTraits(supports_required_and_named=False, engine_based=True,
+                        structural_tag_model="glm_4_7", default_tool_strict_level="function")  # fmt: skip
 TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "hermes": _HERMES,
     "qwen3_json": _HERMES,
@@ -85,6 +92,8 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "olmo3": ToolParserTraits(tool_view="presence"),
     "granite": ToolParserTraits(engine_based=True),
     "ernie45": ToolParserTraits(tool_view="presence"),
+    "glm45": _GLM,
+    "glm47": _GLM,
 }
 
 

@@ -263,6 +263,9 @@ class EngineToolParser(TableToolParser):
     args_state: ClassVar[type[JsonState]]
     ext_class: ClassVar[type[EngineExt]] = EngineExt
     initial_phase: ClassVar[str] = S.CONTENT
+    # The family's engine strips a slot's name text before deciding on it (GLM overrides
+    # `_emit_name_delta` / `_handle_tool_end`): a name of only whitespace is then no name.
+    strips_slot_name: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -463,12 +466,13 @@ def _arg_text(run: Run, text: str) -> None:
 def _leave_name(run: Run, call: EngineCall) -> EngineCall:
     """The slot's name is complete: commit, announce, or hold for a name in the body."""
     parser: EngineToolParser = run.parser
-    name = parser.commit_name(call.name)
-    if parser.announces(call.name):
+    raw_name = call.name.strip() if parser.strips_slot_name else call.name
+    name = parser.commit_name(raw_name)
+    if parser.announces(raw_name):
         _announce(run)
     if parser.accepts(name):
         return _commit(run, call, name)
-    mode = Mode.SKIP if name else Mode.HOLD if call.name else Mode.FIND
+    mode = Mode.SKIP if name else Mode.HOLD if raw_name else Mode.FIND
     call = call.replace(mode=mode)
     run.call = call
     return call
@@ -496,8 +500,10 @@ def _find_name(run: Run, call: EngineCall, text: str) -> None:
     """A nameless slot: vLLM takes the first `"name": "..."` of its arguments as its name
     (announced as found; the batch then strips it, and a blank one falls back to JSON)."""
     raw = call.raw + text
-    found = name_in_args(raw)
     parser: EngineToolParser = run.parser
+    found = name_in_args(raw)
+    if parser.strips_slot_name:
+        found = found.strip()
     if not (found and parser.accepts(found)):
         run.call = call.replace(raw=raw)
         return

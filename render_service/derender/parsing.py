@@ -88,7 +88,7 @@ class ParserFactory:
                 self._tokenizer,
                 tools_for_parser(settings.tools),
                 max_call_chars=self.max_tool_call_chars,
-                **self._tool_options(tool_cls),
+                **self._tool_options(tool_cls, settings),
             )
         options = ChatOptions(
             tool_choice=settings.tool_choice,
@@ -98,15 +98,18 @@ class ParserFactory:
         )
         return ChatParser(reasoning, tool, options)
 
-    def _tool_options(self, tool_cls: type) -> dict[str, Any]:
+    def _tool_options(self, tool_cls: type, settings: ChatSettings) -> dict[str, Any]:
         """What vLLM 0.33 sets on its engine-based tool parsers besides the tools.
 
         Its parser engine drops the tokenizer's special tokens from text. With no reasoning
         parser configured, `Parser.__init__` sets the tool parser's `skip_reasoning_parsing`:
         reasoning markup (`[THINK]...[/THINK]`, a stray `</think>`) is then plain content.
+        Engine tool parsers get the request's chat-template kwargs as the reasoning parser
+        does (GLM's thinking switch changes its grammar).
         """
         if not tool_parser_traits(self.tool_name or "").engine_based:
             return {}
         accepted = inspect.signature(tool_cls).parameters
-        options = {"special_tokens": self._special_tokens, "skip_reasoning_parsing": not self.reasoning_name}
+        options = {"special_tokens": self._special_tokens, "skip_reasoning_parsing": not self.reasoning_name,
+                   "chat_template_kwargs": settings.chat_template_kwargs}  # fmt: skip
         return {k: v for k, v in options.items() if k in accepted}

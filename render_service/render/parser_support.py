@@ -32,6 +32,7 @@ from render_service.errors import BadRequestError, ConfigError, NotImplementedFe
 from render_service.protocol import vllm_validation_error
 from render_service.render.sampling import normalise_structured_outputs
 from render_service.render.structural_tags import (
+    STRUCTURAL_TAG_MODELS,
     dump_structural_tag,
     resolve_strictness,
     tool_call_format,
@@ -114,7 +115,8 @@ class ParserSupport:
             return {}
         user = _requested_constraint(request)  # vLLM extracts it before deciding anything
         if spec.structural_tag_model is not None:
-            return _structural_tag_changes(request, spec.structural_tag_model, user, self.tool_strict_level)
+            level = self.tool_strict_level or spec.default_tool_strict_level
+            return _structural_tag_changes(request, spec.structural_tag_model, user, level)
         if choice == "auto" or not spec.json_schema_choice:
             return {}
         if request.structured_outputs is not None and request.structured_outputs.get("structural_tag") is not None:
@@ -140,7 +142,11 @@ def _structural_tag_changes(
     choice = request.tool_choice
     is_auto = choice == "auto"
     single_call = request.parallel_tool_calls is False
-    level = strict_level or "auto"  # every parser here defaults to "auto"
+    if model not in STRUCTURAL_TAG_MODELS:
+        raise NotImplementedFeatureError(
+            f"the {model!r} structural tag vLLM builds for this tool parser is not rendered yet"
+        )
+    level = strict_level or "auto"
     if single_call and not (is_auto and user is not None):
         level = _stronger_level(level, "function")  # one call needs the call envelope
     simple_choice = "auto" if is_auto else "required" if choice == "required" else "forced"

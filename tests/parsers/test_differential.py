@@ -307,10 +307,11 @@ def test_tool_parser_traits_match_vllm(ref) -> None:
     from parsers.tools import TOOL_PARSER_TRAITS, tool_parser_traits
 
     theirs = ref.call("tool_traits", names=sorted(TOOL_PARSER_TRAITS))
-    for name, (supports, engine, tag_model) in theirs.items():
+    for name, (supports, engine, tag_model, level) in theirs.items():
         traits = tool_parser_traits(name)
-        ours = (traits.supports_required_and_named, traits.engine_based, traits.structural_tag_model)
-        assert ours == (supports, engine, tag_model), name
+        ours = (traits.supports_required_and_named, traits.engine_based, traits.structural_tag_model,
+                traits.default_tool_strict_level)
+        assert ours == (supports, engine, tag_model, level), name
 
 
 FORCED_JSON_TEXTS = {

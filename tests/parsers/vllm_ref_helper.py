@@ -196,7 +196,8 @@ def op_tool_traits(req):
         cls = ToolParserManager.get_tool_parser(name)
         out[name] = [bool(cls.supports_required_and_named),
                      bool(getattr(cls, "engine_based_streaming", False)),
-                     getattr(cls, "structural_tag_model", None)]
+                     getattr(cls, "structural_tag_model", None),
+                     cls.default_tool_strict_level.name.lower()]
     return out
 
 

@@ -72,3 +72,9 @@ def family_cases(name: str) -> tuple[TableToolParser, list[str]]:
     parser = get_tool_parser(name.split("/")[0])(vocab, WEATHER_TOOLS)
     assert isinstance(parser, TableToolParser)
     return parser, texts
+
+_GLM = "Hi <tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call> t"
+CASES["glm45"] = lambda: (qwen3().vocab, [
+    _GLM, "<think>x</think><tool_call><arg_key>a</arg_key>x<arg_value>1", "<tool_call>f</tool_call>",
+])
+CASES["glm47"] = CASES["glm45"]
