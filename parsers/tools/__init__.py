@@ -29,6 +29,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "ernie45": "parsers.tools.ernie45:Ernie45ToolParser",
     "glm45": "parsers.tools.glm47:Glm47ToolParser",
     "glm47": "parsers.tools.glm47:Glm47ToolParser",
+    "hunyuan_a13b": "parsers.tools.hunyuan_a13b:HunyuanA13BToolParser",
 }
 
 
@@ -94,6 +95,7 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "ernie45": ToolParserTraits(tool_view="presence"),
     "glm45": _GLM,
     "glm47": _GLM,
+    "hunyuan_a13b": ToolParserTraits(tool_view="presence"),
 }
 
 

@@ -66,6 +66,11 @@ CASES["ernie45"] = lambda: (qwen3().vocab, [
     "<tool_call> junk <tool_call>{bad}</tool_call> tail", '<tool_call>{"arguments": {}, "name": "f"}',
 ])
 
+CASES["hunyuan_a13b"] = lambda: (qwen3().vocab, [
+    'Hi <tool_calls>[{"name": "get_weather", "arguments": {"city": "x"}}, {"a": 1}]</tool_calls> x',
+    '<tool_calls> nope </tool_calls><tool_calls>[{"arguments": "s", "name": "f"}, 3', "<tool_calls>[]</tool_calls>",
+])
+
 
 def family_cases(name: str) -> tuple[TableToolParser, list[str]]:
     vocab, texts = CASES[name]()

@@ -30,7 +30,7 @@ OWN: dict[str, str] = {
     "unknown_tool": THINK + '<tool_call>{"name": "nope", "arguments": {"x": 1}}</tool_call>',
     "empty_arguments": THINK + '<tool_call>{"name": "search", "arguments": {}}</tool_call>',
     "nested_long_args": THINK + "<tool_call>" + '{"name": "search", "arguments": {"query": "'
-    + "長い" * 600 + '", "filters": {"x": {"y": [[], {}, "}"]}}}}' + "</tool_call>",
+    + "長い" * 150 + '", "filters": {"x": {"y": [[], {}, "}"]}}}}' + "</tool_call>",
     "skipped_then_call": THINK + "<tool_call> not json </tool_call>\n" + CALL,
     "only_skipped_call": THINK + "Hi\n<tool_call> not json </tool_call>",
     "truncated_call": THINK + '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Pa',
