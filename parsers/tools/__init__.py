@@ -30,6 +30,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "glm45": "parsers.tools.glm47:Glm47ToolParser",
     "glm47": "parsers.tools.glm47:Glm47ToolParser",
     "hunyuan_a13b": "parsers.tools.hunyuan_a13b:HunyuanA13BToolParser",
+    "xlam": "parsers.tools.xlam:XlamToolParser",
 }
 
 
@@ -96,6 +97,7 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "glm45": _GLM,
     "glm47": _GLM,
     "hunyuan_a13b": ToolParserTraits(tool_view="presence"),
+    "xlam": ToolParserTraits(tool_view="presence"),
 }
 
 

@@ -119,9 +119,11 @@ class JsonArgsState(JsonState):
     raw mode writes canonically from here on. lag: raw mode: (raw, canonical) text not yet
     known to agree; None once they disagreed. gap: canonical mode: the whitespace read since
     the last thing written (kept only so a body that breaks there keeps its text; bounded).
-    status: MORE / DONE / ERROR / TRUNCATED."""
+    kind: ENVELOPE: the first token of the arguments value ("{", "[", '"' or "s" for a scalar;
+    "" before it), so a family can refuse a type before it commits. status: MORE / DONE /
+    ERROR / TRUNCATED."""
 
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2
 
     scan: ScanState = ScanState()
     disp: str = ""
@@ -141,6 +143,7 @@ class JsonArgsState(JsonState):
     lag: tuple[str, ...] | None = ("", "")
     diverged: bool = False
     gap: str = ""
+    kind: str = ""
     status: str = MORE
 
     def __post_init__(self) -> None:
@@ -153,6 +156,8 @@ class JsonArgsState(JsonState):
             raise ValueError("bad output containers")
         if self.next not in ("", W, S, N) or self.sdisp not in ("", W, S, N, H, V):
             raise ValueError("bad disposition")
+        if self.kind not in ("", "{", "[", '"', "s"):
+            raise ValueError("bad arguments kind")
         if self.where not in ("", "r", "a") or self.status not in (MORE, DONE, ERROR, TRUNCATED):
             raise ValueError("bad progress")
         if self.lag is not None and len(self.lag) != 2:
@@ -238,7 +243,7 @@ class JsonArgs:
 _MAX_GAP = 256
 
 _FIELDS = ("disp", "next", "sdisp", "out", "nodes", "node", "held", "where", "name", "named",
-           "ordered", "members", "unwrapped", "canonical", "lag", "diverged", "gap", "status")  # fmt: skip
+           "ordered", "members", "unwrapped", "canonical", "lag", "diverged", "gap", "kind", "status")  # fmt: skip
 
 
 class _Writer:
@@ -251,14 +256,16 @@ class _Writer:
 
     # -- dispositions --------------------------------------------------------------------
 
-    def _start(self) -> str:
-        """The disposition of a value starting now."""
+    def _start(self, token: str) -> str:
+        """The disposition of a value starting now (`token`: its first token's kind)."""
         f = self.f
         parent = f["disp"][-1] if f["disp"] else ""
         if parent in (W, S):
             return parent
         chosen, f["next"] = f["next"], ""
         if parent == B:
+            if chosen == W and not f["kind"] and self.fmt.root is Root.ENVELOPE:
+                f["kind"] = token
             return chosen or S
         # the document's own value
         if self.fmt.root is Root.VALUE:
@@ -276,19 +283,19 @@ class _Writer:
             return
         self.f["gap"] = ""
         if kind in ("{", "["):
-            self._open(ev, self._start())
+            self._open(ev, self._start(ev.kind))
         elif kind in ("}", "]"):
             self._close(ev)
         elif kind == "key":
             self._key(ev)
         elif kind == "str":
-            self._string_start(ev, self._start())
+            self._string_start(ev, self._start('"'))
         elif kind == "chars":
             self._chars(ev)
         elif kind == "end":
             self._string_end(ev)
         elif kind == "scalar":
-            self._scalar(ev, self._start())
+            self._scalar(ev, self._start("s"))
 
     # -- containers ------------------------------------------------------------------------
 

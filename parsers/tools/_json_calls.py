@@ -11,6 +11,8 @@ marker or at the end of the output (`close`). The reader:
 * after the commit, a body that stops being JSON keeps its text: the arguments are the
   canonical text up to the fault followed by the raw text from there; text after a complete
   body that makes it invalid is content (the families document both as divergences);
+* with an `admit` rule, commits only once the arguments value's first token shows a type
+  the family accepts (a refused type holds the body whole, decided at its end);
 * reports where the body's value ended (`read` returns the text after it), for families
   whose calls end with their JSON value rather than with a marker.
 
@@ -49,6 +51,13 @@ class JsonCall(CallState):
 BatchRule = Callable[[Run, str], bool]
 # (run, raw text of the call after its marker) -> the family's handling of a non-call.
 Reject = Callable[[Run, str], None]
+# The arguments value's first token kind (JsonArgsState.kind, "" before it) -> commit now
+# (True), hold the body whole (False) or wait for the token (None).
+Admit = Callable[[str], bool | None]
+
+
+def admit_any(kind: str) -> bool | None:
+    return True
 
 
 class JsonCallReader:
@@ -63,6 +72,7 @@ class JsonCallReader:
         decide: BatchRule,
         reject: Reject,
         string_verbatim: bool = False,
+        admit: Admit = admit_any,
     ) -> None:
         """`ends_with_value`: the call ends where its JSON value ends (else at a marker).
         `decide`: the family's batch rule for a body that never committed; `reject`: what a
@@ -71,7 +81,7 @@ class JsonCallReader:
             root=Root.ENVELOPE, args_keys=args_keys, limit=limit, string_verbatim=string_verbatim
         )
         self.ends_with_value = ends_with_value
-        self.decide, self.reject = decide, reject
+        self.decide, self.reject, self.admit = decide, reject, admit
 
     def open(self, run: Run) -> None:
         run.call = JsonCall(args=self.envelope.start())
@@ -96,8 +106,11 @@ class JsonCallReader:
         args, out, rest = self.envelope.feed(call.args, text)
         run.call = call = call.replace(args=args)
         if call.body is Body.READ:
-            if args.started:
+            verdict = self.admit(args.kind) if args.started else None
+            if verdict:
                 self._commit(run, call)
+            elif verdict is False:
+                run.call = call.replace(body=Body.HOLD)
             elif args.status != MORE:
                 return self._read_ended(run, call, rest)
         call = run.call

@@ -66,7 +66,6 @@ PENDING_TOOL_PARSERS = frozenset({
     "step3",
     "step3p5",
     "step5",
-    "xlam",
 })
 PENDING_REASONING_PARSERS = frozenset({
     "beam",

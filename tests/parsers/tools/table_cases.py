@@ -83,3 +83,9 @@ CASES["glm45"] = lambda: (qwen3().vocab, [
     _GLM, "<think>x</think><tool_call><arg_key>a</arg_key>x<arg_value>1", "<tool_call>f</tool_call>",
 ])
 CASES["glm47"] = CASES["glm45"]
+_XW = '{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}'
+CASES["xlam"] = lambda: (qwen3().vocab, [
+    " [" + _XW + ', 7, {"name": "f"}] tail', "Hi ```json\n[" + _XW + "]``` [TOOL_CALLS][1]\nx",
+    "<think>a</think> <tool_call>[" + _XW + "]</tool_call> ``` open", "[" + _XW + ",",
+    '[{"name": "f", "arguments": 3} ] ', "<think></think>[TOOL_CALLS]", "[1 2]",
+])

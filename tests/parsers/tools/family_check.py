@@ -1,0 +1,103 @@
+"""One differential check per tool family: our batch against vLLM 0.33's composed batch on the
+family's corpus (real chat-template outputs), hostile variants of each entry and the test's
+own cases, in ONE oracle call; plus split invariance on the family's tokenizer.
+
+Divergences are never silent: a case whose result differs must be named in the test's
+DIVERGENCES (and a named case must really differ, so the list cannot go stale), except the
+one generic divergence every streaming JSON family shares, which must be named too:
+KEPT_CALLS, a call that had streamed stays where vLLM's batch turns the whole output into
+content (a cut, broken or trailing-text array); it is checked to lose no text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from parsers._base import ToolParser
+from tests.parsers.family_corpus import corpus_entries, family_markers, hostile_variants
+from tests.parsers.family_oracle import vllm_family
+from tests.parsers.family_tokenizers import family_tokenizer
+
+from .tool_parser_support import assert_split_invariant
+
+__all__ = ["KEPT_CALLS", "family_cases", "assert_family_matches_vllm", "assert_family_splits"]
+
+KEPT_CALLS = "kept_calls"
+
+
+def family_cases(name: str, own: Mapping[str, str]) -> dict[str, str]:
+    """The test's own cases, the corpus entries, and hostile variants of each entry."""
+    cases = dict(own)
+    for entry in corpus_entries("tool", name):
+        cases[entry["name"]] = entry["text"]
+        markers = family_markers("tool", name, entry["text"])
+        for key, text in hostile_variants(entry["text"], markers).items():
+            cases[f"{entry['name']}/{key}"] = text
+    return cases
+
+
+def _ours(parser: ToolParser, text: str) -> tuple[str, list[tuple[str, str]]]:
+    result = parser.parse(text, "req-1")
+    return result.content or "", [(c.name, c.arguments) for c in result.tool_calls]
+
+
+def assert_family_matches_vllm(
+    vllm_ref: Any,
+    name: str,
+    parser: ToolParser,
+    cases: Mapping[str, str],
+    divergences: Mapping[str, str],
+    errors: Mapping[str, str] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Our batch == vLLM's batch (content, names, argument strings) on every case, except
+    the named divergences; `errors`: cases on which vLLM raises -> a substring of its error
+    (ours must then be the whole output as content, unless the case is a named divergence).
+    Returns vLLM's batch per case."""
+    out = vllm_family(vllm_ref, tool=name, bundle=family_tokenizer("tool", name),
+                      cases=list(cases.values()))  # fmt: skip
+    assert not out.infra_errors(), out.infra_errors()
+    assert out.construct["tool"] is None, out.construct
+    failures, differ, kept = [], set(), []
+    batches: dict[str, dict[str, Any]] = {}
+    for key, res in zip(cases, out.results, strict=True):
+        text = cases[key]
+        ours = _ours(parser, text)
+        if "batch" not in res:
+            expected = (errors or {}).get(key)
+            if expected is None or expected not in res["batch_error"]:
+                failures.append(f"{key}: vLLM raised {res['batch_error']}")
+            elif key not in divergences and ours != (text, []):
+                failures.append(f"{key}: vLLM raised; ours {ours!r}, not the output as content")
+            continue
+        batch = res["batch"]
+        batches[key] = batch
+        theirs = (batch["content"] or "", [(c["name"], c["arguments"]) for c in batch["tool_calls"]])
+        if ours == theirs:
+            continue
+        differ.add(key)
+        if key in divergences:
+            continue
+        if theirs == (text, []) and ours[1] and KEPT_CALLS in divergences:
+            kept.append(key)
+            assert _keeps_text(ours, text), f"{key}: kept calls lose text: {ours!r}"
+            continue
+        failures.append(f"{key}: {text!r}\n  vLLM {theirs!r}\n  ours {ours!r}")
+    assert not failures, "\n".join(failures)
+    stale = [k for k in divergences if k != KEPT_CALLS and k in cases and k not in differ]
+    assert not stale, f"named divergences that no longer differ: {stale}"
+    if KEPT_CALLS in divergences:
+        assert kept, "KEPT_CALLS named but no case shows it"
+    return batches
+
+
+def _keeps_text(ours: tuple[str, list[tuple[str, str]]], text: str) -> bool:
+    """Every non-blank run of the content occurs in the output (nothing invented)."""
+    return all(part in text for part in ours[0].split())
+
+
+def assert_family_splits(name: str, parser: ToolParser, texts: Mapping[str, str]) -> None:
+    """Streaming any split (tokens of the family's tokenizer, characters) == our batch."""
+    bundle = family_tokenizer("tool", name)
+    for text in texts.values():
+        assert_split_invariant(parser, text, [(p, None) for p in bundle.pieces(text)])
