@@ -27,6 +27,8 @@ Divergences from vLLM's batch (stream == our batch instead; tests `test_xlam_div
 * every block that holds calls is taken, in text order (vLLM takes the first matching block
   of the first pattern that has one, and cuts every match of that pattern from the content);
   a block that holds no call stays content;
+* a block whose content strips to nothing gives content None (vLLM: ""; a stream cannot
+  tell them apart);
 * text after `</think>` around a block is kept, and whitespace at the very start of the
   output before prose is kept (it had streamed before the call was known).
 """

@@ -1,6 +1,7 @@
-"""One differential check per tool family: our batch against vLLM 0.33's composed batch on the
-family's corpus (real chat-template outputs), hostile variants of each entry and the test's
-own cases, in ONE oracle call; plus split invariance on the family's tokenizer.
+"""One differential check per JSON tool family (no reasoning parser): our composed batch
+(`ChatParser`, as derender runs it) against vLLM 0.33's composed batch on the family's corpus
+(real chat-template outputs), hostile variants of each entry and the test's own cases, in ONE
+oracle call; plus split invariance of the tool parser on the family's tokenizer.
 
 Divergences are never silent: a case whose result differs must be named in the test's
 DIVERGENCES (and a named case must really differ, so the list cannot go stale), except the
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from parsers._base import ToolParser
+from tests.parsers.family_check import REQ, family_chat
 from tests.parsers.family_corpus import corpus_entries, family_markers, hostile_variants
 from tests.parsers.family_oracle import vllm_family
 from tests.parsers.family_tokenizers import family_tokenizer
@@ -37,15 +39,12 @@ def family_cases(name: str, own: Mapping[str, str]) -> dict[str, str]:
     return cases
 
 
-def _ours(parser: ToolParser, text: str) -> tuple[str, list[tuple[str, str]]]:
-    result = parser.parse(text, "req-1")
-    return result.content or "", [(c.name, c.arguments) for c in result.tool_calls]
+Outcome = tuple[str | None, list[tuple[str, str]]]
 
 
 def assert_family_matches_vllm(
     vllm_ref: Any,
     name: str,
-    parser: ToolParser,
     cases: Mapping[str, str],
     divergences: Mapping[str, str],
     errors: Mapping[str, str] | None = None,
@@ -54,6 +53,7 @@ def assert_family_matches_vllm(
     the named divergences; `errors`: cases on which vLLM raises -> a substring of its error
     (ours must then be the whole output as content, unless the case is a named divergence).
     Returns vLLM's batch per case."""
+    chat = family_chat(tool=name, reasoning=None)
     out = vllm_family(vllm_ref, tool=name, bundle=family_tokenizer("tool", name),
                       cases=list(cases.values()))  # fmt: skip
     assert not out.infra_errors(), out.infra_errors()
@@ -62,7 +62,8 @@ def assert_family_matches_vllm(
     batches: dict[str, dict[str, Any]] = {}
     for key, res in zip(cases, out.results, strict=True):
         text = cases[key]
-        ours = _ours(parser, text)
+        parsed = chat.parse(text, REQ, [])
+        ours: Outcome = (parsed.content, [(c.name, c.arguments) for c in parsed.tool_calls])
         if "batch" not in res:
             expected = (errors or {}).get(key)
             if expected is None or expected not in res["batch_error"]:
@@ -72,7 +73,7 @@ def assert_family_matches_vllm(
             continue
         batch = res["batch"]
         batches[key] = batch
-        theirs = (batch["content"] or "", [(c["name"], c["arguments"]) for c in batch["tool_calls"]])
+        theirs: Outcome = (batch["content"], [(c["name"], c["arguments"]) for c in batch["tool_calls"]])
         if ours == theirs:
             continue
         differ.add(key)
@@ -91,9 +92,9 @@ def assert_family_matches_vllm(
     return batches
 
 
-def _keeps_text(ours: tuple[str, list[tuple[str, str]]], text: str) -> bool:
+def _keeps_text(ours: Outcome, text: str) -> bool:
     """Every non-blank run of the content occurs in the output (nothing invented)."""
-    return all(part in text for part in ours[0].split())
+    return all(part in text for part in (ours[0] or "").split())
 
 
 def assert_family_splits(name: str, parser: ToolParser, texts: Mapping[str, str]) -> None:
