@@ -26,6 +26,10 @@ How `tool_choice` is handled (the mode is fixed when the parser is built):
   match by holding the text until the output ends: calls are emitted at `finish`. (vLLM's own
   stream sends array elements early and diverges from its batch result when the array later
   turns out invalid.) The held text is tool-call text, bounded by MAX_FORCED_TOOL_TEXT_CHARS.
+* HARMONY - gpt-oss (`openai_gptoss` / `openai`): vLLM's `HarmonyParser` replaces the whole
+  pipeline and ignores `tool_choice` (assembly still applies it). One Harmony machine
+  (`parsers.harmony`) reads the output; its reasoning is kept when the reasoning parser is
+  configured, its calls when the tool parser is (auto tool choice on).
 * SUPPRESS - `tool_choice="none"` when both parsers are engine-based in vLLM: the tool
   parser runs and only its content is kept. With tools in the request the engine ignores
   call events (`ToolParser.with_calls_suppressed`): markup is dropped and every other
@@ -57,6 +61,7 @@ from parsers._events import (
     ToolCallStart,
 )
 from parsers._state import JsonState
+from parsers.harmony import HarmonyMachine, HarmonyState
 from parsers._text import check_ws_runs, ws_runs_append, ws_runs_text
 from parsers.tools import ToolParserTraits, tool_parser_traits
 
@@ -81,6 +86,7 @@ class ChatMode(str, enum.Enum):
     NAMED = "named"
     REQUIRED = "required"
     SUPPRESS = "suppress"
+    HARMONY = "harmony"
 
 
 @dataclass(frozen=True)
@@ -160,6 +166,7 @@ class ChatParser:
     ) -> None:
         self.reasoning_parser = reasoning_parser
         self.options = options
+        self.harmony: HarmonyMachine | None = _harmony_machine(reasoning_parser, tool_parser)
         # vLLM builds its parser without a tool parser when auto tool choice is off.
         self.tool_parser = tool_parser if options.enable_auto_tools else None
         self.tool_traits: ToolParserTraits = (
@@ -184,6 +191,8 @@ class ChatParser:
 
     def _decide_mode(self) -> tuple[ChatMode, bool]:
         """DelegatingParser._extract_tool_calls's branch, as a mode."""
+        if self.harmony is not None:
+            return ChatMode.HARMONY, False
         tool = self.tool_parser
         choice = self.options.tool_choice
         if tool is None:
@@ -213,6 +222,13 @@ class ChatParser:
     def parse(
         self, text: str, request_id: str, prompt_token_ids: Sequence[int] = ()
     ) -> ChatParseResult:
+        if self.harmony is not None:
+            result = self.harmony.parse(text, request_id)
+            return self._assemble(
+                result.reasoning if self.reasoning_parser is not None else None,
+                result.content,
+                result.tool_calls if self.tool_parser is not None else (),
+            )
         if self.reasoning_parser is not None:
             split = self.reasoning_parser.parse(text, prompt_token_ids)
             reasoning, content = split.reasoning, split.content
@@ -263,6 +279,8 @@ class ChatParser:
     # -- streaming -------------------------------------------------------------------------
 
     def initial_state(self, prompt_token_ids: Sequence[int] = ()) -> ChatState:
+        if self.harmony is not None:
+            return ChatState(mode=self.mode, tool=self.harmony.initial_state().to_json())
         reasoning = (
             self.reasoning_parser.initial_state(prompt_token_ids).to_json()
             if self.reasoning_parser is not None
@@ -289,6 +307,8 @@ class ChatParser:
         self, state: ChatState, text: str, request_id: str, *, final: bool
     ) -> tuple[ChatState, list[Event]]:
         state = self._check(state)
+        if self.harmony is not None:
+            return self._harmony_step(state, text, request_id, final=final)
         if self.reasoning_parser is not None:
             r_parser = self.reasoning_parser
             r_state = r_parser.state_type().from_json(state.reasoning)
@@ -317,9 +337,33 @@ class ChatParser:
             raise StateError(f"expected ChatState, got {type(state).__name__}")
         if state.mode is not self.mode:
             raise StateError("stream state belongs to another tool_choice mode")
+        if self.harmony is not None:
+            if state.reasoning is not None or state.tool is None:
+                raise StateError("stream state is not a Harmony state")
+            return state
         if (state.reasoning is None) != (self.reasoning_parser is None):
             raise StateError("stream state does not match the reasoning parser")
         return state
+
+    def _harmony_step(
+        self, state: ChatState, text: str, request_id: str, *, final: bool
+    ) -> tuple[ChatState, list[Event]]:
+        machine = self.harmony
+        assert machine is not None
+        h_state = HarmonyState.from_json(state.tool)
+        if final:
+            h_state, events = machine.finish(h_state, request_id)
+        else:
+            h_state, events = machine.feed(h_state, text, request_id)
+        keep_reasoning = self.reasoning_parser is not None and self.options.include_reasoning
+        keep_calls = self.tool_parser is not None
+        out = [
+            e
+            for e in events
+            if (keep_reasoning or not isinstance(e, ReasoningDelta))
+            and (keep_calls or not isinstance(e, ToolCallStart | ToolArgsDelta))
+        ]
+        return state.replace(tool=h_state.to_json()), self._filter(out)
 
     def _content(
         self,
@@ -433,6 +477,26 @@ class ChatParser:
                 if not isinstance(e, ToolCallStart | ToolArgsDelta) or e.index == 0
             ]
         return events
+
+
+def _harmony_machine(
+    reasoning_parser: ReasoningParser | None, tool_parser: ToolParser | None
+) -> HarmonyMachine | None:
+    """The Harmony machine when the parsers are gpt-oss's (vLLM accepts no other pairing)."""
+    machines = [
+        getattr(p, "machine", None) if getattr(p, "harmony", False) else None
+        for p in (tool_parser, reasoning_parser)
+        if p is not None
+    ]
+    if not machines or all(m is None for m in machines):
+        return None
+    if any(m is None for m in machines):
+        raise ParserConfigError(
+            "Harmony requires the openai_gptoss reasoning parser and the openai tool parser"
+        )
+    machine = machines[0]
+    assert isinstance(machine, HarmonyMachine)
+    return machine
 
 
 def _required_calls(content: str, request_id: str) -> tuple[ToolCall, ...]:

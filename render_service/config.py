@@ -196,6 +196,14 @@ class ServiceConfig:
     def replace(self, **changes: Any) -> ServiceConfig:
         return dataclasses.replace(self, **changes)
 
+    def for_model(self, model_type: str | None) -> ServiceConfig:
+        """The model's parser defaults, as vLLM's `verify_and_update_config` applies them:
+        gpt_oss reasons with `openai_gptoss` unless a reasoning parser is set (tool calls
+        still need `--tool-call-parser openai --enable-auto-tool-choice`)."""
+        if model_type == "gpt_oss" and not self.reasoning_parser:
+            return self.replace(reasoning_parser="openai_gptoss")
+        return self
+
 
 def _check_effort_map(effort_map: Any) -> None:
     """vLLM's check: efforts (keys) must be known; values are any string the template knows."""

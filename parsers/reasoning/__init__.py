@@ -20,6 +20,7 @@ REASONING_PARSER_MODULES: dict[str, str] = {
     "nemotron_v3": "parsers.reasoning.nemotron_v3:NemotronV3ReasoningParser",
     "ernie45": "parsers.reasoning.ernie45:Ernie45ReasoningParser",
     "hunyuan_a13b": "parsers.reasoning.hunyuan_a13b:HunyuanA13BReasoningParser",
+    "openai_gptoss": "parsers.reasoning.openai_gptoss:GptOssReasoningParser",
 }
 
 # Reasoning families whose vLLM class sets skip_special_tokens=False in `adjust_request`

@@ -31,6 +31,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "glm47": "parsers.tools.glm47:Glm47ToolParser",
     "hunyuan_a13b": "parsers.tools.hunyuan_a13b:HunyuanA13BToolParser",
     "xlam": "parsers.tools.xlam:XlamToolParser",
+    "openai": "parsers.tools.openai:OpenAIToolParser",
 }
 
 
@@ -98,6 +99,10 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "glm47": _GLM,
     "hunyuan_a13b": ToolParserTraits(tool_view="presence"),
     "xlam": ToolParserTraits(tool_view="presence"),
+    # GptOssToolParser: a stub with the "harmony" structural tag; HarmonyParser reads names
+    # only to build that tag.
+    "openai": ToolParserTraits(supports_required_and_named=False, structural_tag_model="harmony",
+                               tool_view="names"),
 }
 
 

@@ -43,8 +43,6 @@ from typing import Any, ClassVar
 
 from parsers._errors import LimitExceededError
 from parsers._state import JsonState
-from parsers.tools._args import json_string_body
-from parsers.tools._base import json_dumps
 from parsers.tools._engine import string_only_schema
 from parsers.tools._json_scan import DONE, ERROR, MORE, TRUNCATED, Ev, ScanState, scan, scan_end
 from parsers.tools._coerce import coerce_value as _coerce
@@ -186,10 +184,14 @@ class JsonArgs:
         name_key: str = "name",
         string_verbatim: bool = False,
         limit: int = 512 * 1024,
+        ascii_only: bool = False,
     ) -> None:
         """`string_verbatim`: a root value that is a string is the arguments themselves (its
-        decoded text), as vLLM's Mistral pre-v11 path keeps string arguments."""
+        decoded text), as vLLM's Mistral pre-v11 path keeps string arguments. `ascii_only`:
+        canonical output is `json.dumps(value)` (ensure_ascii=True), as vLLM's Harmony parser
+        writes it."""
         self.root, self.raw, self.limit = root, raw, limit
+        self.ascii_only = ascii_only
         self.string_verbatim = string_verbatim
         self.schema = schema or SchemaTable(None)
         if args_keys is None:  # vLLM's engine reads both; legacy envelopes name theirs
@@ -198,6 +200,13 @@ class JsonArgs:
 
     def start(self, name: str = "") -> JsonArgsState:
         return JsonArgsState(node=self.schema.root())
+
+    def dumps(self, value: Any) -> str:
+        return json.dumps(value, ensure_ascii=self.ascii_only)
+
+    def string_body(self, text: str) -> str:
+        """`text` inside a JSON string as `dumps` escapes it (character by character)."""
+        return json.dumps(text, ensure_ascii=self.ascii_only)[1:-1]
 
     def feed(self, state: JsonArgsState, text: str) -> tuple[JsonArgsState, str, str | None]:
         """(state, output, rest): `rest` is the text after the body's value once it ended
@@ -349,7 +358,7 @@ class _Writer:
         if parent == W:
             first = f["out"][-1] == "{"
             f["out"] = f["out"][:-1] + "}"
-            self._out(ev.raw, ("" if first else ", ") + json_dumps(ev.value) + ": ")
+            self._out(ev.raw, ("" if first else ", ") + self.fmt.dumps(ev.value) + ": ")
             f["node"] = self.table.member(f["nodes"][-1], ev.value)
         elif parent == B:
             f["next"] = self._route(ev)
@@ -387,7 +396,7 @@ class _Writer:
             self._out("", "{")
         first = f["out"][-1] == "{"
         f["out"] = f["out"][:-1] + "}"
-        self._out("", ("" if first else ", ") + json_dumps(key) + ": ")
+        self._out("", ("" if first else ", ") + self.fmt.dumps(key) + ": ")
         f["node"] = self.table.member(f["nodes"][-1], key)
         return W
 
@@ -425,7 +434,7 @@ class _Writer:
         f = self.f
         disp = f["sdisp"]
         if disp == W:
-            self._out(ev.raw, json_string_body(ev.value))
+            self._out(ev.raw, self.fmt.string_body(ev.value))
         elif disp == V:
             self._out(ev.raw, ev.value)
         elif disp == H:
@@ -473,16 +482,16 @@ class _Writer:
         if not isinstance(args, dict):
             return text
         result, changed = _coerce(args, self.table.schemas[0])
-        return json_dumps(result) if changed else text
+        return self.fmt.dumps(result) if changed else text
 
     def _coerced(self, value: Any, node: int, raw: str | None) -> None:
         if node == NO_NODE:
-            self._out(raw or "", json_dumps(value))
+            self._out(raw or "", self.fmt.dumps(value))
             return
         result, changed = _coerce(value, self.table.schemas[node])
         if changed and self.fmt.raw and not self.f["canonical"]:
             self._switch_to_canonical()
-        self._out(raw if raw is not None and not changed else json_dumps(result), json_dumps(result))
+        self._out(raw if raw is not None and not changed else self.fmt.dumps(result), self.fmt.dumps(result))
 
     # -- output ------------------------------------------------------------------------------
 

@@ -60,6 +60,7 @@ class Derenderer:
         `stream_state` in memory between chunks (the gateway): states are then plain objects,
         neither signed nor serialisable, and cost nothing to pass back."""
         bundle = renderer.bundle
+        config = config.for_model(bundle.model_type)
         self._config = config
         self._renderer = renderer
         # What of a request's tools the stream state must carry for the configured parser.

@@ -56,6 +56,7 @@ class InProcessCodec:
         self.renderer = Renderer(config)
         # The gateway keeps stream states in memory: no signing or compression per chunk.
         self.derenderer = Derenderer(config, self.renderer, local_states=True)
+        config = self.renderer.config  # with the model's parser defaults
         self.has_parser = bool(config.reasoning_parser or config.tool_call_parser)
         self.accepts_images = self.renderer.images is not None
         self.fingerprint = self.renderer.fingerprint

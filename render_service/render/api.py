@@ -65,8 +65,9 @@ class Renderer:
     """
 
     def __init__(self, config: ServiceConfig, *, bundle: ModelBundle | None = None) -> None:
-        self._config = config
         self._bundle = bundle if bundle is not None else ModelBundle.load(config)
+        config = config.for_model(self._bundle.model_type)
+        self._config = config
         special = tuple(getattr(self._bundle.hf_tokenizer, "all_special_tokens", ()))
         parsers = ParserSupport(config, self._bundle.encoder, special)
         self._ctx = RenderContext(self._bundle, config, parsers, image_pipeline(config, self._bundle))

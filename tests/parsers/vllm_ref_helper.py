@@ -442,7 +442,108 @@ def op_registries(req):
             "reasoning": list(ReasoningParserManager.list_registered())}
 
 
-OPS = {"family": op_family, "family_construct": op_family_construct,
+def _harmony_pieces(tok, ids):
+    """Token-aligned text of `ids` as vLLM's derender decodes it (special tokens kept)."""
+    state = _seed_stream_state(tok, None, skip_special_tokens=False)
+    pieces = []
+    for i in ids:
+        text, state = detokenize(tok, [i], state, False)
+        pieces.append(text)
+    return pieces
+
+
+def _harmony_message(m):
+    from openai_harmony import Author, Message, Role
+
+    msg = Message.from_author_and_content(Author.new(Role(m.get("role", "assistant")), m.get("name")), m["content"])
+    if m.get("channel"):
+        msg = msg.with_channel(m["channel"])
+    if m.get("recipient"):
+        msg = msg.with_recipient(m["recipient"])
+    if m.get("content_type"):
+        msg = msg.with_content_type(m["content_type"])
+    return msg
+
+
+def op_harmony(req):
+    """`configs`: [{parser settings, request}] -> one `op_harmony_one` result list each."""
+    if "configs" in req:
+        base = {k: v for k, v in req.items() if k != "configs"}
+        return [op_harmony_one({**base, **config}) for config in req["configs"]]
+    return op_harmony_one(req)
+
+
+def op_harmony_one(req):
+    """gpt-oss output through vLLM's HarmonyParser (ParserManager with is_harmony) on many cases.
+
+    Request: tool_parser / reasoning_parser (default openai / openai_gptoss, null for none),
+    enable_auto_tools (default true), tokenizer_dir (the parser decodes only on error
+    recovery), request (ChatCompletionRequest fields), tools, cases: [{text} (encoded with
+    every special token allowed) | {messages: [{role, channel, recipient, content_type,
+    content}], end} (assistant messages rendered by openai_harmony as the model writes them,
+    the first without its "<|start|>assistant" and the last ending with `end`: "return",
+    "call" or "none"), cut (drop this many final tokens)}].
+    Response: per case {ids, pieces (token-aligned text), batch {reasoning, content,
+    tool_calls}, raw (Parser.parse), stream (ChatStreamProcessor per token) or *_error}.
+    """
+    from openai_harmony import HarmonyEncodingName, load_harmony_encoding
+
+    enc = load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
+    tok = tokenizer(req["tokenizer_dir"], req.get("loader", "auto"))
+    tool_name = req.get("tool_parser", "openai")
+    reasoning_name = req.get("reasoning_parser", "openai_gptoss")
+    enable_auto = req.get("enable_auto_tools", True)
+    parser_cls = ParserManager.get_parser(
+        tool_parser_name=tool_name, reasoning_parser_name=reasoning_name,
+        enable_auto_tools=enable_auto, is_harmony=True,
+    )
+    start = enc.encode("<|start|>assistant", allowed_special="all")
+    ends = {"return": enc.encode("<|return|>", allowed_special="all"),
+            "call": enc.encode("<|call|>", allowed_special="all"), "none": []}
+    results = []
+    for case in req["cases"]:
+        if "text" in case:
+            ids = enc.encode(case["text"], allowed_special="all")
+        else:
+            ids = []
+            for m in case["messages"]:
+                ids += enc.render(_harmony_message(m))
+            if ids[: len(start)] == start:
+                ids = ids[len(start):]
+            end = case.get("end", "return")
+            if end != "none" and ids and ids[-1] in (enc.encode("<|end|>", allowed_special="all")[0],
+                                                     ends["call"][0], ends["return"][0]):
+                ids = ids[:-1] + ends[end]
+        if case.get("cut"):
+            ids = ids[: -case["cut"]]
+        out = {"ids": ids, "pieces": _harmony_pieces(tok, ids)}
+        req_case = {**req, "request": {**(req.get("request") or {}), **(case.get("request") or {})}}
+        if parser_cls is None:
+            out["batch"] = None
+        else:
+            try:
+                request = _family_request(req_case)
+                parser = parser_cls(tok, request.tools, chat_template_kwargs={}, model_config=None)
+                reasoning, content, calls = parser.parse("", request, enable_auto_tools=enable_auto,
+                                                         model_output_token_ids=ids)
+                out["raw"] = {"reasoning": reasoning, "content": content, "tool_calls": _calls(calls)}
+                fields = assemble_chat_message_fields(request, reasoning, content, calls,
+                                                      enable_auto_tools=enable_auto, parser_cls=parser_cls)
+                out["batch"] = {"reasoning": fields.reasoning, "content": fields.content,
+                                "tool_calls": _calls(fields.tool_calls)}
+            except Exception as exc:
+                out["batch_error"] = _err(exc)
+            try:
+                chunks = [[p, [i]] for p, i in zip(out["pieces"], ids)] or [["", []]]
+                out["stream"] = _family_stream(req_case, tok, parser_cls, chunks)
+                out["stream"].pop("deltas", None)
+            except Exception as exc:
+                out["stream_error"] = _err(exc)
+        results.append(out)
+    return results
+
+
+OPS = {"harmony": op_harmony, "family": op_family, "family_construct": op_family_construct,
        "registries": op_registries, "tool_traits": op_tool_traits, "detok": op_detok, "parse": op_parse, "stream": op_stream,
        "replay_cpu": op_replay_cpu, "reasoning_tokens": op_reasoning_tokens}
 
