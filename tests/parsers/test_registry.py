@@ -92,7 +92,6 @@ PENDING_REASONING_PARSERS = frozenset({
     "muse_glimmer",
     "musespark1x",
     "olmo3",
-    "openai_gptoss",
     "plamo3",
     "poolside_v1",
     "seed_oss",
