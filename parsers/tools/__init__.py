@@ -32,6 +32,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "hunyuan_a13b": "parsers.tools.hunyuan_a13b:HunyuanA13BToolParser",
     "xlam": "parsers.tools.xlam:XlamToolParser",
     "openai": "parsers.tools.openai:OpenAIToolParser",
+    "phi4_mini_json": "parsers.tools.phi4_mini_json:Phi4MiniJsonToolParser",
 }
 
 
@@ -103,6 +104,7 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     # only to build that tag.
     "openai": ToolParserTraits(supports_required_and_named=False, structural_tag_model="harmony",
                                tool_view="names"),
+    "phi4_mini_json": ToolParserTraits(tool_view="presence"),
 }
 
 

@@ -54,12 +54,16 @@ class ArrayExt(JsonState):
 class ArrayRules:
     """item: vLLM's batch rule for one decoded object item. done: the array's `]` was read
     (the family sets the next phase). skip_non_objects: vLLM skips items that are no objects
-    (else they are fatal). admit: which argument kinds commit at their first token."""
+    (else they are fatal). admit: which argument kinds commit at their first token.
+    args_keys: the members whose value is streamed as the arguments (the first one met).
+    string_verbatim: string arguments are the arguments themselves (else JSON-dumped)."""
 
     item: Callable[[dict[str, Any]], Decided]
     done: Callable[[Run], None]
     skip_non_objects: bool = False
     admit: Admit = admit_any
+    args_keys: tuple[str, ...] = ("arguments",)
+    string_verbatim: bool = False
 
 
 def reader(rules: ArrayRules, limit: int) -> JsonCallReader:
@@ -80,8 +84,9 @@ def reader(rules: ArrayRules, limit: int) -> JsonCallReader:
         return True
 
     return JsonCallReader(
-        args_keys=("arguments",), limit=limit, ends_with_value=True, decide=decide,
-        reject=lambda run, raw: fault(run, raw), string_verbatim=True, admit=rules.admit,
+        args_keys=rules.args_keys, limit=limit, ends_with_value=True, decide=decide,
+        reject=lambda run, raw: fault(run, raw), string_verbatim=rules.string_verbatim,
+        admit=rules.admit,
     )  # fmt: skip
 
 

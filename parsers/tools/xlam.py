@@ -141,7 +141,8 @@ class XlamToolParser(TableToolParser):
     state_class = XlamState
     call_phases = frozenset({P.ITEM})
     rules: ClassVar[ArrayRules] = ArrayRules(
-        item=xlam_item, done=_array_done, skip_non_objects=True, admit=_admit
+        item=xlam_item, done=_array_done, skip_non_objects=True, admit=_admit,
+        string_verbatim=True,
     )
 
     @property

@@ -7,7 +7,9 @@ Divergences are never silent: a case whose result differs must be named in the t
 DIVERGENCES (and a named case must really differ, so the list cannot go stale), except the
 one generic divergence every streaming JSON family shares, which must be named too:
 KEPT_CALLS, a call that had streamed stays where vLLM's batch turns the whole output into
-content (a cut, broken or trailing-text array); it is checked to lose no text.
+content (a cut, broken or trailing-text array); it is checked to lose no text. A family
+whose vLLM batch returns neither content nor calls for some outputs names DROPS_OUTPUT: ours
+keeps the text (or the calls that streamed) there.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from tests.parsers.family_tokenizers import family_tokenizer
 
 from .tool_parser_support import assert_split_invariant
 
-__all__ = ["KEPT_CALLS", "family_cases", "assert_family_matches_vllm", "assert_family_splits"]
+__all__ = ["KEPT_CALLS", "DROPS_OUTPUT", "family_cases", "assert_family_matches_vllm", "assert_family_splits"]
 
 KEPT_CALLS = "kept_calls"
+DROPS_OUTPUT = "drops_output"
 
 
 def family_cases(name: str, own: Mapping[str, str]) -> dict[str, str]:
@@ -58,7 +61,7 @@ def assert_family_matches_vllm(
                       cases=list(cases.values()))  # fmt: skip
     assert not out.infra_errors(), out.infra_errors()
     assert out.construct["tool"] is None, out.construct
-    failures, differ, kept = [], set(), []
+    failures, differ, kept, dropped = [], set(), [], []
     batches: dict[str, dict[str, Any]] = {}
     for key, res in zip(cases, out.results, strict=True):
         text = cases[key]
@@ -83,12 +86,18 @@ def assert_family_matches_vllm(
             kept.append(key)
             assert _keeps_text(ours, text), f"{key}: kept calls lose text: {ours!r}"
             continue
+        if theirs == (None, []) and text.strip() and DROPS_OUTPUT in divergences:
+            dropped.append(key)
+            assert ours[1] or ours[0] == text, f"{key}: ours loses text too: {ours!r}"
+            continue
         failures.append(f"{key}: {text!r}\n  vLLM {theirs!r}\n  ours {ours!r}")
     assert not failures, "\n".join(failures)
-    stale = [k for k in divergences if k != KEPT_CALLS and k in cases and k not in differ]
+    stale = [k for k in divergences if k not in (KEPT_CALLS, DROPS_OUTPUT) and k in cases and k not in differ]
     assert not stale, f"named divergences that no longer differ: {stale}"
     if KEPT_CALLS in divergences:
         assert kept, "KEPT_CALLS named but no case shows it"
+    if DROPS_OUTPUT in divergences:
+        assert dropped, "DROPS_OUTPUT named but no case shows it"
     return batches
 
 

@@ -89,3 +89,7 @@ CASES["xlam"] = lambda: (qwen3().vocab, [
     "<think>a</think> <tool_call>[" + _XW + "]</tool_call> ``` open", "[" + _XW + ",",
     '[{"name": "f", "arguments": 3} ] ', "<think></think>[TOOL_CALLS]", "[1 2]",
 ])
+CASES["phi4_mini_json"] = lambda: (qwen3().vocab, [
+    "Hi functools[" + _XW + ', {"name": "f", "parameters": {}}] tail functools[', "functools[3]",
+    "functools[" + _XW + ",", "functools[] x", 'functools[{"name": "f"}', "functools",
+])
