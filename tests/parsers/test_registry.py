@@ -59,7 +59,6 @@ PENDING_TOOL_PARSERS = frozenset({
     "muse_glimmer",
     "musespark1x",
     "phi4_mini_json",
-    "openai",
     "plamo3",
     "poolside_v1",
     "seed_oss",
