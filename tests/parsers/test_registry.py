@@ -58,7 +58,6 @@ PENDING_TOOL_PARSERS = frozenset({
     "muse",
     "muse_glimmer",
     "musespark1x",
-    "phi4_mini_json",
     "plamo3",
     "poolside_v1",
     "seed_oss",
