@@ -65,6 +65,9 @@ class ReasoningParser(abc.ABC):
     # True for families vLLM runs on its declarative parser engine (vllm/parser/engine): the
     # combined parser needs it to reproduce DelegatingParser's engine-only content rules.
     engine_based: ClassVar[bool] = False
+    # True where vLLM's composed parser recovers escaped newlines (`\\n`) in reasoning and
+    # content (MiniCPM-V); the combined parser applies it (parsers/_newlines.py).
+    recovers_escaped_newlines: ClassVar[bool] = False
 
     def __init__(
         self,

@@ -60,6 +60,7 @@ from parsers._events import (
     ToolCall,
     ToolCallStart,
 )
+from parsers._newlines import NewlineState, feed_newlines, recover_newlines
 from parsers._state import JsonState
 from parsers.harmony import HarmonyMachine, HarmonyState
 from parsers._text import check_ws_runs, ws_runs_append, ws_runs_text
@@ -131,6 +132,9 @@ class ChatState(JsonState):
     content_started: bool = False  # AUTO: non-whitespace content seen; NAMED: call started
     calls_made: bool = False  # AUTO: the tool parser started a call
     forced_text: str = ""  # REQUIRED: the whole content so far
+    # Escaped-newline recovery of reasoning / content (reasoning families that ask for it).
+    nl_reasoning: NewlineState | None = None
+    nl_content: NewlineState | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.mode, ChatMode):
@@ -181,6 +185,9 @@ class ChatParser:
             self.tool_parser = self.tool_parser.with_calls_suppressed()
         self.keep_tool_calls = self._keeps_tool_calls()
         self.forces_tool_calls = self.named_tool is not None or options.tool_choice == "required"
+        self.recovers_newlines = (
+            reasoning_parser is not None and reasoning_parser.recovers_escaped_newlines
+        )
 
     # -- configuration -------------------------------------------------------------------
 
@@ -235,6 +242,8 @@ class ChatParser:
         else:
             reasoning, content = None, text
         calls, content = self._batch_tools(content, request_id)
+        if self.recovers_newlines:
+            reasoning, content = recover_newlines(reasoning), recover_newlines(content)
         return self._assemble(reasoning, content, calls)
 
     def _batch_tools(
@@ -291,7 +300,11 @@ class ChatParser:
             if self.tool_parser is not None and self.mode in (ChatMode.AUTO, ChatMode.SUPPRESS)
             else None
         )
-        return ChatState(mode=self.mode, reasoning=reasoning, tool=tool)
+        newlines = NewlineState() if self.recovers_newlines else None
+        return ChatState(
+            mode=self.mode, reasoning=reasoning, tool=tool, nl_reasoning=newlines,
+            nl_content=newlines,
+        )
 
     @staticmethod
     def state_type() -> type[ChatState]:
@@ -330,6 +343,8 @@ class ChatParser:
                 if self.options.include_reasoning:
                     out.append(event)
         state = self._content(state, "".join(content_parts), request_id, out, final=final)
+        if self.recovers_newlines:
+            state, out = self._recover_newlines(state, out, final=final)
         return state, self._filter(out)
 
     def _check(self, state: object) -> ChatState:
@@ -343,6 +358,8 @@ class ChatParser:
             return state
         if (state.reasoning is None) != (self.reasoning_parser is None):
             raise StateError("stream state does not match the reasoning parser")
+        if (state.nl_reasoning is None or state.nl_content is None) == self.recovers_newlines:
+            raise StateError("stream state does not match the newline recovery")
         return state
 
     def _harmony_step(
@@ -364,6 +381,33 @@ class ChatParser:
             and (keep_calls or not isinstance(e, ToolCallStart | ToolArgsDelta))
         ]
         return state.replace(tool=h_state.to_json()), self._filter(out)
+    def _recover_newlines(
+        self, state: ChatState, events: list[Event], *, final: bool
+    ) -> tuple[ChatState, list[Event]]:
+        """MiniCPM-V's composed parser: escaped newlines back to newlines in reasoning and
+        content (not in tool-call arguments). Reasoning is flushed once anything else comes,
+        as upstream's stream does."""
+        r_state, c_state = state.nl_reasoning, state.nl_content
+        assert r_state is not None and c_state is not None
+        out: list[Event] = []
+        for event in events:
+            if isinstance(event, ReasoningDelta):
+                r_state, text = feed_newlines(r_state, event.text, final=False)
+                out.extend([ReasoningDelta(text)] if text else [])
+                continue
+            r_state, text = feed_newlines(r_state, "", final=True)
+            out.extend([ReasoningDelta(text)] if text else [])
+            if isinstance(event, ContentDelta):
+                c_state, text = feed_newlines(c_state, event.text, final=False)
+                out.extend([ContentDelta(text)] if text else [])
+            else:
+                out.append(event)
+        if final:
+            r_state, text = feed_newlines(r_state, "", final=True)
+            out.extend([ReasoningDelta(text)] if text else [])
+            c_state, text = feed_newlines(c_state, "", final=True)
+            out.extend([ContentDelta(text)] if text else [])
+        return state.replace(nl_reasoning=r_state, nl_content=c_state), out
 
     def _content(
         self,

@@ -21,8 +21,15 @@ REASONING_PARSER_MODULES: dict[str, str] = {
     "ernie45": "parsers.reasoning.ernie45:Ernie45ReasoningParser",
     "hunyuan_a13b": "parsers.reasoning.hunyuan_a13b:HunyuanA13BReasoningParser",
     "openai_gptoss": "parsers.reasoning.openai_gptoss:GptOssReasoningParser",
+    "holo2": "parsers.reasoning.holo2:Holo2ReasoningParser",
+    "minicpmv": "parsers.reasoning.minicpmv:MiniCPMVReasoningParser",
+    "olmo3": "parsers.reasoning.olmo3:Olmo3ReasoningParser",
+    "step3": "parsers.reasoning.step3:Step3ReasoningParser",
+    "step5": "parsers.reasoning.step5:Step5ReasoningParser",
 }
 
 # Reasoning families whose vLLM class sets skip_special_tokens=False in `adjust_request`
 # (every adapter over vLLM's parser engine does; a legacy class that does is listed too).
-REASONING_KEEPS_SPECIAL_TOKENS: frozenset[str] = frozenset({"qwen3", "glm45", "glm47", "mistral", "nemotron_v3"})
+REASONING_KEEPS_SPECIAL_TOKENS: frozenset[str] = frozenset(
+    {"qwen3", "glm45", "glm47", "mistral", "nemotron_v3", "minicpmv"}
+)

@@ -74,7 +74,6 @@ PENDING_REASONING_PARSERS = frozenset({
     "gemma4",
     "granite_thinking_parser",
     "hf",
-    "holo2",
     "hy_v3",
     "hy_v4",
     "inkling",
@@ -83,20 +82,16 @@ PENDING_REASONING_PARSERS = frozenset({
     "kimi_k3",
     "ling3",
     "mimo",
-    "minicpmv",
     "minimax_m2",
     "minimax_m2_append_think",
     "minimax_m3",
     "muse",
     "muse_glimmer",
     "musespark1x",
-    "olmo3",
     "plamo3",
     "poolside_v1",
     "seed_oss",
-    "step3",
     "step3p5",
-    "step5",
 })
 
 
