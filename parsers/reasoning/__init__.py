@@ -26,10 +26,11 @@ REASONING_PARSER_MODULES: dict[str, str] = {
     "olmo3": "parsers.reasoning.olmo3:Olmo3ReasoningParser",
     "step3": "parsers.reasoning.step3:Step3ReasoningParser",
     "step5": "parsers.reasoning.step5:Step5ReasoningParser",
+    "gemma4": "parsers.reasoning.gemma4:Gemma4ReasoningParser",
 }
 
 # Reasoning families whose vLLM class sets skip_special_tokens=False in `adjust_request`
 # (every adapter over vLLM's parser engine does; a legacy class that does is listed too).
 REASONING_KEEPS_SPECIAL_TOKENS: frozenset[str] = frozenset(
-    {"qwen3", "glm45", "glm47", "mistral", "nemotron_v3", "minicpmv"}
+    {"qwen3", "glm45", "glm47", "mistral", "nemotron_v3", "minicpmv", "gemma4"}
 )

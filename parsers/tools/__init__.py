@@ -33,6 +33,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "xlam": "parsers.tools.xlam:XlamToolParser",
     "openai": "parsers.tools.openai:OpenAIToolParser",
     "phi4_mini_json": "parsers.tools.phi4_mini_json:Phi4MiniJsonToolParser",
+    "gemma4": "parsers.tools.gemma4:Gemma4ToolParser",
 }
 
 
@@ -105,6 +106,9 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "openai": ToolParserTraits(supports_required_and_named=False, structural_tag_model="harmony",
                                tool_view="names"),
     "phi4_mini_json": ToolParserTraits(tool_view="presence"),
+    # adjust_request skips the JSON-schema structured outputs for required/named.
+    "gemma4": ToolParserTraits(supports_required_and_named=False, engine_based=True,
+                               json_schema_choice=False),
 }
 
 

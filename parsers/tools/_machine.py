@@ -65,9 +65,11 @@ __all__ = [
     "to_content",
 ]
 
-TEXT = "<text>"
-EOS = "<eos>"
-ANY_MARKER = "<marker>"
+# Token kinds beside the markers; NUL-prefixed so no tokenizer's special token (Gemma's
+# "<eos>") can collide with them.
+TEXT = "\x00text"
+EOS = "\x00eos"
+ANY_MARKER = "\x00marker"
 
 # An action gets the run and the token's text; it may return leftover text (see above).
 Action = Callable[["Run", str], str | None]

@@ -93,3 +93,10 @@ CASES["phi4_mini_json"] = lambda: (qwen3().vocab, [
     "Hi functools[" + _XW + ', {"name": "f", "parameters": {}}] tail functools[', "functools[3]",
     "functools[" + _XW + ",", "functools[] x", 'functools[{"name": "f"}', "functools",
 ])
+
+_G4 = '<|"|>'
+CASES["gemma4"] = lambda: (qwen3().vocab, [
+    "Hi <|channel>thought\nR<channel|><|tool_call>call:get_weather{city:" + _G4 + "Oslo" + _G4
+    + ",days:3,f:{a:[1]}}<tool_call|> x <|tool_call>:f(a:b)<tool_call|>",
+    "<|tool_call>call:f<tool_call|><|tool_call>g{<tool_call|>", "<channel|><|tool_call>call:f{a:" + _G4,
+])
