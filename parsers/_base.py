@@ -120,7 +120,7 @@ class ToolParser(abc.ABC):
 
     def __init__(
         self,
-        vocab: Vocab,
+        vocab: Vocab | None,
         tools: Sequence[Mapping[str, Any]] | None = None,
         *,
         max_call_chars: int | None = None,

@@ -68,8 +68,17 @@ class _Codec:
     dumpers: tuple[tuple[str, Dumper], ...]
 
 
-@functools.cache
+_CODECS: dict[type, _Codec] = {}
+
+
 def _codec(cls: type) -> _Codec:
+    codec = _CODECS.get(cls)
+    if codec is None:
+        codec = _CODECS[cls] = _compile(cls)
+    return codec
+
+
+def _compile(cls: type) -> _Codec:
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     return _Codec(
@@ -127,7 +136,7 @@ def _loader(hint: Any) -> Loader:  # noqa: C901 - one branch per JSON type
     if origin is dict or hint is dict:
         return _object
     if hint is typing.Any:
-        return _same
+        return _as_is
     if isinstance(hint, type) and issubclass(hint, str):  # str-valued Enum phases
         return _enum(hint)
     raise StateError(f"unsupported state field type {hint!r}")
@@ -140,6 +149,10 @@ def _exact(kind: type, name: str) -> Loader:
         raise StateError(f"{where}: expected {name}")
 
     return load
+
+
+def _as_is(value: Any, where: str) -> Any:
+    return value
 
 
 def _string(value: Any, where: str) -> Any:

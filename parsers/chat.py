@@ -62,8 +62,8 @@ from parsers._events import (
 )
 from parsers._newlines import NewlineState, feed_newlines, recover_newlines
 from parsers._state import JsonState
-from parsers.harmony import HarmonyMachine, HarmonyState
 from parsers._text import check_ws_runs, ws_runs_append, ws_runs_text
+from parsers.harmony import HarmonyMachine, HarmonyState
 from parsers.tools import ToolParserTraits, tool_parser_traits
 
 __all__ = [
@@ -108,7 +108,8 @@ class ChatOptions:
         if isinstance(self.tool_choice, Mapping):
             function = self.tool_choice.get("function")
             if isinstance(function, Mapping) and isinstance(function.get("name"), str):
-                return function["name"]
+                name: str = function["name"]
+                return name
             raise ParserConfigError("named tool_choice needs function.name")
         return None
 
@@ -125,8 +126,8 @@ class ChatState(JsonState):
     VERSION = 1
 
     mode: ChatMode
-    reasoning: dict | None = None  # the reasoning parser's state (its to_json())
-    tool: dict | None = None  # the tool parser's state (its to_json())
+    reasoning: dict[str, Any] | None = None  # the reasoning parser's state (its to_json())
+    tool: dict[str, Any] | None = None  # the tool parser's state (its to_json())
     ws_chars: str = ""  # held whitespace-only content (AUTO) or leading whitespace (NAMED)
     ws_counts: tuple[int, ...] = ()
     content_started: bool = False  # AUTO: non-whitespace content seen; NAMED: call started

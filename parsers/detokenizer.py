@@ -226,7 +226,8 @@ class IncrementalDetokenizer:
     def _decode(self, tokens: list[str]) -> str:
         if self._decoder is None:
             return " ".join(tokens)
-        return self._decoder.decode(tokens)
+        text: str = self._decoder.decode(tokens)
+        return text
 
     def _step(
         self, window: list[str], prefix: int, read: int, token_id: int

@@ -54,8 +54,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from parsers._base import make_tool_call_id
-from parsers._errors import LimitExceededError
-from parsers._events import ContentDelta, Event, ReasoningDelta, ToolArgsDelta, ToolCall, ToolCallStart
+from parsers._events import (
+    ContentDelta,
+    Event,
+    ReasoningDelta,
+    ToolArgsDelta,
+    ToolCall,
+    ToolCallStart,
+)
 from parsers._state import JsonState
 from parsers.tools._json_args import DONE, ERROR, MORE, JsonArgs, JsonArgsState
 from parsers.tools._machine import EOS, TEXT, Step, Table

@@ -131,7 +131,7 @@ _DROP = "drop"  # a special token that is no marker: vLLM's engine drops it
 class _Text(NamedTuple):
     text: str
     pieces: tuple[str, ...] | None  # the tokens' own decoded texts, when the scanner has them
-    count: int  # tokens the text carries
+    n_tokens: int  # tokens the text carries
 
 
 class _Marker(NamedTuple):
@@ -328,7 +328,7 @@ class _EngineCounter(ReasoningTokenCounter):
             ids, counts, before = list(state.deferred_ids), list(state.deferred_counts), 0
             for item in results:
                 if isinstance(item, _Text):
-                    before += item.count
+                    before += item.n_tokens
                 else:
                     ids.append(item.token_id)
                     counts.append(before)
@@ -401,7 +401,7 @@ class _EngineCounter(ReasoningTokenCounter):
                 group += 1
             else:
                 pieces[group] += item.pieces or ()
-                counts[group] += item.count
+                counts[group] += item.n_tokens
         positions = [-1] * len(markers)
         end = len(text)
         for k in range(len(markers) - 1, -1, -1):
@@ -436,7 +436,7 @@ class _EngineCounter(ReasoningTokenCounter):
             elif item.text:
                 state = self._lex(state, item)
             else:  # tokens without text: counted in the current phase at once
-                state = state.replace(count=state.count + self._counted(state, item.count))
+                state = state.replace(count=state.count + self._counted(state, item.n_tokens))
         return state
 
     def _finish_live(self, state: ReasoningCount) -> ReasoningCount:
@@ -473,7 +473,7 @@ class _EngineCounter(ReasoningTokenCounter):
                 offsets.append(base + found)
                 placed += 1
                 pos = found + len(piece)
-        offsets += [base] * max(item.count - placed, 0)  # the rest: the text's first character
+        offsets += [base] * max(item.n_tokens - placed, 0)  # the rest: the text's first character
         buffer = state.held + text
         _, held = self._markers.split(buffer, final=False)
         cut = len(buffer) - len(held)
@@ -519,6 +519,7 @@ def _vocab_decoder(vocab: Any) -> Callable[[int], str]:
         raise ParserConfigError("counting reasoning tokens needs a tokenizer that decodes")
 
     def piece(token_id: int) -> str:
-        return decode([token_id], skip_special_tokens=False)
+        text: str = decode([token_id], skip_special_tokens=False)
+        return text
 
     return piece

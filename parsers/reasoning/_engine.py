@@ -122,7 +122,7 @@ class EngineReasoningParser(ReasoningParser):
     """Base of the engine-table families; subclasses provide `spec` and the thinking switch."""
 
     engine_based: ClassVar[bool] = True
-    spec: ClassVar[EngineSpec]
+    spec: EngineSpec  # a class default; a family may pick its spec per instance
 
     def __init__(
         self,

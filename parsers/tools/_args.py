@@ -22,19 +22,23 @@ state.
 from __future__ import annotations
 
 import json
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from parsers._state import JsonState
 
 __all__ = ["ArgFormat", "json_string_body"]
 
+StateT = TypeVar("StateT", bound=JsonState)
 
-class ArgFormat(Protocol):
-    def start(self, name: str) -> JsonState: ...
 
-    def feed(self, state: JsonState, text: str) -> tuple[JsonState, str, str | None]: ...
+class ArgFormat(Protocol[StateT]):
+    """Generic in the format's own state class (callers that mix formats use ArgFormat[Any])."""
 
-    def end(self, state: JsonState) -> tuple[JsonState, str]: ...
+    def start(self, name: str) -> StateT: ...
+
+    def feed(self, state: StateT, text: str) -> tuple[StateT, str, str | None]: ...
+
+    def end(self, state: StateT) -> tuple[StateT, str]: ...
 
 
 def json_string_body(text: str) -> str:

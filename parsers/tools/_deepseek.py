@@ -98,14 +98,14 @@ class DeepSeekToolParserBase(TableToolParser):
 
     # -- actions ---------------------------------------------------------------------------
 
-    def open_call(self, run: Run, marker: str) -> None:
+    def open_call(self, run: Run[DeepSeekToolParserBase], marker: str) -> None:
         run.open_call_raw(marker)
         run.call = CallState()
 
-    def header_text(self, run: Run, text: str) -> None:
+    def header_text(self, run: Run[DeepSeekToolParserBase], text: str) -> None:
         self._try_header(run, run.call.raw + text)
 
-    def _try_header(self, run: Run, raw: str) -> None:
+    def _try_header(self, run: Run[DeepSeekToolParserBase], raw: str) -> None:
         found = self.read_header(raw, run.eos)
         if found == NEED_MORE:
             run.call = run.call.replace(raw=raw)
@@ -120,7 +120,7 @@ class DeepSeekToolParserBase(TableToolParser):
             run.call = run.call.replace(raw=raw)
             run.phase = P.BAD
 
-    def _skip_call(self, run: Run, raw: str) -> None:
+    def _skip_call(self, run: Run[DeepSeekToolParserBase], raw: str) -> None:
         """findall resumes one character after the failed match: at the next call marker."""
         at = raw.find(CALL_BEGIN)
         run.keep_raw(raw if at == -1 else raw[:at])
@@ -132,31 +132,31 @@ class DeepSeekToolParserBase(TableToolParser):
         run.call = CallState()
         self._try_header(run, raw[at + len(CALL_BEGIN) :])
 
-    def bad_text(self, run: Run, text: str) -> None:
+    def bad_text(self, run: Run[DeepSeekToolParserBase], text: str) -> None:
         run.call = run.call.replace(raw=run.call.raw + text)
 
-    def bad_end(self, run: Run, marker: str) -> None:
+    def bad_end(self, run: Run[DeepSeekToolParserBase], marker: str) -> None:
         """The bad-type call matched: vLLM's batch raises and returns all output as content
         (the first call); after emitted calls only its own text becomes content."""
         run.reject_call(run.call.raw + marker, P.VERBATIM, P.BLOCK)
 
-    def bad_eos(self, run: Run, text: str) -> None:
+    def bad_eos(self, run: Run[DeepSeekToolParserBase], text: str) -> None:
         self._skip_call(run, run.call.raw)
         self.end_of_block(run, "")
 
-    def header_eos(self, run: Run, text: str) -> None:
+    def header_eos(self, run: Run[DeepSeekToolParserBase], text: str) -> None:
         self._try_header(run, run.call.raw)
         if run.phase in (P.HEADER, P.BLOCK, P.BAD):
             run.call = None
             self.end_of_block(run, "")
 
-    def args_text(self, run: Run, text: str) -> None:
+    def args_text(self, run: Run[DeepSeekToolParserBase], text: str) -> None:
         run.args(text)
 
-    def end_call(self, run: Run, marker: str) -> None:
+    def end_call(self, run: Run[DeepSeekToolParserBase], marker: str) -> None:
         run.call = None
 
-    def end_of_block(self, run: Run, text: str) -> None:
+    def end_of_block(self, run: Run[DeepSeekToolParserBase], text: str) -> None:
         """End of the output inside the block: text that was kept for a first call that
         never came is dropped, as upstream drops it."""
         run.pending = ""

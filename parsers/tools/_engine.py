@@ -55,7 +55,7 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeAlias
 
 from parsers._base import MAX_HELD_CHARS, Vocab
 from parsers._errors import StateError
@@ -223,16 +223,27 @@ class EngineExt(JsonState):
 
 @dataclass(frozen=True, slots=True)
 class EngineState(ToolStreamState):
+    call_class: ClassVar[type[EngineCall]] = EngineCall  # narrowed per family's argument state
     call: EngineCall | None = None
     ext: EngineExt = EngineExt()
 
 
-@functools.cache
+_STATE_CLASSES: dict[tuple[type, type], type[EngineState]] = {}
+
+
 def engine_state_class(
     args_state: type[JsonState], ext_class: type[EngineExt] = EngineExt
 ) -> type[EngineState]:
     """The state class of a family whose argument format keeps `args_state` (and whose
-    bookkeeping extends `EngineExt` as `ext_class`)."""
+    bookkeeping extends `EngineExt` as `ext_class`), built once per pair."""
+    key = (args_state, ext_class)
+    found = _STATE_CLASSES.get(key)
+    if found is None:
+        found = _STATE_CLASSES[key] = _make_state_class(args_state, ext_class)
+    return found
+
+
+def _make_state_class(args_state: type[JsonState], ext_class: type[EngineExt]) -> type[EngineState]:
     call = dataclasses.make_dataclass(
         f"EngineCall_{args_state.__name__}",
         [("args", args_state | None, dataclasses.field(default=None))],
@@ -248,8 +259,9 @@ def engine_state_class(
         frozen=True,
         slots=True,
     )
-    state.call_class = call  # type: ignore[attr-defined]
-    return state
+    engine_state: type[EngineState] = state
+    engine_state.call_class = call
+    return engine_state
 
 
 # -- the parser ----------------------------------------------------------------------------
@@ -259,8 +271,9 @@ class EngineToolParser(TableToolParser):
     """A family on vLLM's parser engine: subclasses set `name`, `spec` and `args_state`, and
     implement `arg_format(name)` (and may override the name hooks)."""
 
-    spec: ClassVar[EngineSpec]
+    spec: EngineSpec  # a class default; a family may pick its spec per instance
     args_state: ClassVar[type[JsonState]]
+    state_class: type[EngineState]
     ext_class: ClassVar[type[EngineExt]] = EngineExt
     initial_phase: ClassVar[str] = S.CONTENT
     # The family's engine strips a slot's name text before deciding on it (GLM overrides
@@ -308,7 +321,7 @@ class EngineToolParser(TableToolParser):
 
     # -- family hooks ----------------------------------------------------------------------
 
-    def arg_format(self, name: str) -> ArgFormat:
+    def arg_format(self, name: str) -> ArgFormat[Any]:
         """The argument format of a call committed under `name`."""
         raise NotImplementedError
 
@@ -354,6 +367,10 @@ class EngineToolParser(TableToolParser):
         return super().held_chars(state) + (ext.held_chars() if isinstance(ext, EngineExt) else 0)
 
 
+# What every engine action runs on: a machine run over an engine family's parser.
+ERun: TypeAlias = Run[EngineToolParser]
+
+
 # -- the table built from the spec ------------------------------------------------------------
 
 
@@ -376,16 +393,16 @@ def _build_table(spec: EngineSpec, drops: frozenset[str], skip_reasoning: bool) 
     return Table(tuple(S), (*literals, *drops), steps)
 
 
-def _ignore(run: Run, text: str) -> None:
+def _ignore(run: ERun, text: str) -> None:
     """A special token that is no terminal: vLLM's engine drops it."""
 
 
-def _state_text(run: Run, text: str) -> None:
+def _state_text(run: ERun, text: str) -> None:
     _emit(run, run.parser.spec.content_events.get(S(run.phase)), text)
 
 
-def _transition(tr: Tr) -> Callable[[Run, str], None]:
-    def apply(run: Run, literal: str) -> None:
+def _transition(tr: Tr) -> Callable[[ERun, str], None]:
+    def apply(run: ERun, literal: str) -> None:
         run.phase = tr.next
         for event in tr.events:
             _emit(run, event, literal)
@@ -393,7 +410,7 @@ def _transition(tr: Tr) -> Callable[[Run, str], None]:
     return apply
 
 
-def _end_of_output(run: Run, text: str) -> None:
+def _end_of_output(run: ERun, text: str) -> None:
     """vLLM's `finish()`: an open slot is closed; then the content rules decide what is left."""
     if run.phase in TOOL_STATES:
         if run.ext.slots:
@@ -407,12 +424,12 @@ def _end_of_output(run: Run, text: str) -> None:
 # -- events ------------------------------------------------------------------------------------
 
 
-def emit_event(run: Run, event: Ev | None, value: str) -> None:
+def emit_event(run: ERun, event: Ev | None, value: str) -> None:
     """Apply one engine event (families with their own text handling feed events here)."""
     _emit(run, event, value)
 
 
-def _emit(run: Run, event: Ev | None, value: str) -> None:
+def _emit(run: ERun, event: Ev | None, value: str) -> None:
     if event is None or event in REASONING_EVENTS or event is Ev.REASONING:
         return
     if event is Ev.TEXT:
@@ -432,26 +449,27 @@ def _emit(run: Run, event: Ev | None, value: str) -> None:
         _close_slot(run)
 
 
-def _open_slot(run: Run) -> None:
+def _open_slot(run: ERun) -> None:
     if run.call is not None:  # vLLM starts a new slot; the old one stays as it is
         _close_slot(run)
     run.ext = run.ext.replace(slots=run.ext.slots + 1)
     run.call = run.parser.state_class.call_class()
 
 
-def _slot(run: Run) -> EngineCall:
+def _slot(run: ERun) -> EngineCall:
     if run.call is None:  # ARG/NAME/END without a CALL_START: vLLM's slot -1 / fresh slot
         _open_slot(run)
-    return run.call
+    call: EngineCall = run.call
+    return call
 
 
-def _name_text(run: Run, text: str) -> None:
+def _name_text(run: ERun, text: str) -> None:
     call = _slot(run)
     if call.mode is Mode.NAME:
         run.call = call.replace(name=call.name + text)
 
 
-def _arg_text(run: Run, text: str) -> None:
+def _arg_text(run: ERun, text: str) -> None:
     call = _slot(run)
     if call.mode is Mode.NAME:
         call = _leave_name(run, call)
@@ -463,9 +481,9 @@ def _arg_text(run: Run, text: str) -> None:
         run.call = call.replace(raw=call.raw + text)
 
 
-def _leave_name(run: Run, call: EngineCall) -> EngineCall:
+def _leave_name(run: ERun, call: EngineCall) -> EngineCall:
     """The slot's name is complete: commit, announce, or hold for a name in the body."""
-    parser: EngineToolParser = run.parser
+    parser = run.parser
     raw_name = call.name.strip() if parser.strips_slot_name else call.name
     name = parser.commit_name(raw_name)
     if parser.announces(raw_name):
@@ -478,29 +496,30 @@ def _leave_name(run: Run, call: EngineCall) -> EngineCall:
     return call
 
 
-def _commit(run: Run, call: EngineCall, name: str, replay: str = "") -> EngineCall:
-    parser: EngineToolParser = run.parser
+def _commit(run: ERun, call: EngineCall, name: str, replay: str = "") -> EngineCall:
+    parser = run.parser
     call = call.replace(name=name, mode=Mode.ARGS, raw="", args=parser.arg_format(name).start(name))
     run.call = call
     run.start_call(name)
     call = run.call
     if replay:
         _feed_args(run, call, replay)
-    return run.call
+    committed: EngineCall = run.call
+    return committed
 
 
-def _feed_args(run: Run, call: EngineCall, text: str) -> None:
+def _feed_args(run: ERun, call: EngineCall, text: str) -> None:
     fmt = run.parser.arg_format(call.name)
     args, out, _ = fmt.feed(call.args, text)
     run.call = call.replace(args=args)
     run.args(out)
 
 
-def _find_name(run: Run, call: EngineCall, text: str) -> None:
+def _find_name(run: ERun, call: EngineCall, text: str) -> None:
     """A nameless slot: vLLM takes the first `"name": "..."` of its arguments as its name
     (announced as found; the batch then strips it, and a blank one falls back to JSON)."""
     raw = call.raw + text
-    parser: EngineToolParser = run.parser
+    parser = run.parser
     found = name_in_args(raw)
     if parser.strips_slot_name:
         found = found.strip()
@@ -515,7 +534,7 @@ def _find_name(run: Run, call: EngineCall, text: str) -> None:
         run.call = call.replace(raw=raw, mode=Mode.HOLD)
 
 
-def _close_slot(run: Run) -> None:
+def _close_slot(run: ERun) -> None:
     call = run.call
     if call is None:
         return
@@ -533,23 +552,23 @@ def _close_slot(run: Run) -> None:
     run.call = None
 
 
-def _decide_held(run: Run, raw: str) -> None:
+def _decide_held(run: ERun, raw: str) -> None:
     """A slot without a usable name, at its end: the body as a `{"name", ...}` object."""
-    parser: EngineToolParser = run.parser
+    parser = run.parser
     name, arguments = name_and_args_from_json(raw)
     if isinstance(name, str) and parser.accepts(name):
         _announce(run)
         run.emit_call(name, parser.coerce(arguments, name))
 
 
-def _announce(run: Run) -> None:
+def _announce(run: ERun) -> None:
     run.ext = run.ext.replace(announced=True, deferred="")
 
 
 # -- content ---------------------------------------------------------------------------------
 
 
-def _content(run: Run, text: str) -> None:
+def _content(run: ERun, text: str) -> None:
     if not text:
         return
     ext: EngineExt = run.ext
@@ -562,7 +581,7 @@ def _content(run: Run, text: str) -> None:
         _content_before_tools(run, ext, text)
 
 
-def _content_before_tools(run: Run, ext: EngineExt, text: str) -> None:
+def _content_before_tools(run: ERun, ext: EngineExt, text: str) -> None:
     """Stream, holding back what the whitespace rules may still drop (module docstring)."""
     spec = run.parser.spec
     if not spec.strip_content_ws_with_tools and (ext.nonws or not spec.drop_ws_only_content_before_tools):
@@ -582,7 +601,7 @@ def _content_before_tools(run: Run, ext: EngineExt, text: str) -> None:
     run.ext = ext.replace(ws=ws)
 
 
-def _content_at_end(run: Run) -> None:
+def _content_at_end(run: ERun) -> None:
     """What the batch keeps of the held whitespace and the deferred content (which is only
     ever non-empty when no slot was announced)."""
     ext: EngineExt = run.ext

@@ -43,9 +43,9 @@ from typing import Any, ClassVar
 
 from parsers._errors import LimitExceededError
 from parsers._state import JsonState
+from parsers.tools._coerce import coerce_value as _coerce
 from parsers.tools._engine import string_only_schema
 from parsers.tools._json_scan import DONE, ERROR, MORE, TRUNCATED, Ev, ScanState, scan, scan_end
-from parsers.tools._coerce import coerce_value as _coerce
 
 __all__ = ["Root", "SchemaTable", "JsonArgsState", "JsonArgs", "DONE", "ERROR", "MORE", "TRUNCATED"]
 
@@ -343,7 +343,8 @@ class _Writer:
                 self._out("", ", ")
             f["out"] = out[:-1] + "]"
             return self.table.item(f["nodes"][-1])
-        return f["node"]
+        node: int = f["node"]
+        return node
 
     def _maybe_root_done(self) -> None:
         f = self.f

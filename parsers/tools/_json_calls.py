@@ -25,7 +25,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from parsers._errors import StateError
 from parsers.tools._json_args import DONE, ERROR, MORE, JsonArgs, JsonArgsState, Root
 from parsers.tools._machine import CallState, Run
 
@@ -46,11 +48,19 @@ class JsonCall(CallState):
     body: Body = Body.READ
     args: JsonArgsState | None = None
 
+    @property
+    def envelope(self) -> JsonArgsState:
+        """The envelope's scanner state (always set by `open`; a restored state without
+        it is refused, not a crash)."""
+        if self.args is None:
+            raise StateError("a JSON tool call without its argument state")
+        return self.args
+
 
 # (run, raw body) -> whether the family accepted it (it emits the call itself).
-BatchRule = Callable[[Run, str], bool]
+BatchRule = Callable[[Run[Any], str], bool]
 # (run, raw text of the call after its marker) -> the family's handling of a non-call.
-Reject = Callable[[Run, str], None]
+Reject = Callable[[Run[Any], str], None]
 # The arguments value's first token kind (JsonArgsState.kind, "" before it) -> commit now
 # (True), hold the body whole (False) or wait for the token (None).
 Admit = Callable[[str], bool | None]
@@ -83,10 +93,10 @@ class JsonCallReader:
         self.ends_with_value = ends_with_value
         self.decide, self.reject, self.admit = decide, reject, admit
 
-    def open(self, run: Run) -> None:
+    def open(self, run: Run[Any]) -> None:
         run.call = JsonCall(args=self.envelope.start())
 
-    def read(self, run: Run, text: str) -> str | None:
+    def read(self, run: Run[Any], text: str) -> str | None:
         """Feed call text; returns the text after the call's value once it ended (families
         ending with the value), else None."""
         call: JsonCall = run.call
@@ -103,7 +113,7 @@ class JsonCallReader:
             return None
         if call.body is Body.TAIL:
             return self._tail(run, text)
-        args, out, rest = self.envelope.feed(call.args, text)
+        args, out, rest = self.envelope.feed(call.envelope, text)
         run.call = call = call.replace(args=args)
         if call.body is Body.READ:
             verdict = self.admit(args.kind) if args.started else None
@@ -126,24 +136,24 @@ class JsonCallReader:
             return self._read_ended(run, call, rest)
         return None
 
-    def _commit(self, run: Run, call: JsonCall) -> None:
-        if not call.args.ordered:  # the arguments came first: decide at the end
+    def _commit(self, run: Run[Any], call: JsonCall) -> None:
+        if not call.envelope.ordered:  # the arguments came first: decide at the end
             run.call = call.replace(body=Body.HOLD)
             return
         run.call = call.replace(body=Body.ARGS, raw="")
-        run.start_call(call.args.name)
+        run.start_call(call.envelope.name)
 
-    def _hold(self, run: Run, call: JsonCall, text: str) -> str | None:
+    def _hold(self, run: Run[Any], call: JsonCall, text: str) -> str | None:
         """A held body whose value's end matters (families ending with the value)."""
         if not self.ends_with_value:
             return None
-        args, _, rest = self.envelope.feed(call.args, text)
+        args, _, rest = self.envelope.feed(call.envelope, text)
         run.call = call.replace(args=args)
         if args.status == MORE:
             return None
         return self._read_ended(run, run.call, rest)
 
-    def _read_ended(self, run: Run, call: JsonCall, rest: str | None) -> str | None:
+    def _read_ended(self, run: Run[Any], call: JsonCall, rest: str | None) -> str | None:
         """An uncommitted body whose value ended (or broke): decided now, by the family."""
         if not self.ends_with_value:
             return None
@@ -154,11 +164,11 @@ class JsonCallReader:
             self.reject(run, raw)
         return rest
 
-    def _tail(self, run: Run, text: str) -> str | None:
+    def _tail(self, run: Run[Any], text: str) -> str | None:
         """Text in a committed body after its arguments: the rest of the envelope
         (validated); with a marker-ended body, text that makes it invalid is content."""
         call: JsonCall = run.call
-        args = call.args
+        args = call.envelope
         if args.status == MORE:
             args, _, rest = self.envelope.feed(args, text)
             run.call = call = call.replace(args=args)
@@ -180,16 +190,16 @@ class JsonCallReader:
         run.call = call.replace(raw="")
         return None
 
-    def close(self, run: Run, marker: str) -> None:
+    def close(self, run: Run[Any], marker: str) -> None:
         """The call ended at `marker` ("" at the end of the output)."""
         call: JsonCall = run.call
         if call.body is Body.ARGS:
-            args, out = self.envelope.end(call.args)
+            args, out = self.envelope.end(call.envelope)
             run.args(out)
             if args.status != DONE:
                 run.args(self.envelope.held_raw(args))
-        elif call.body is Body.TAIL and call.args.status == MORE:
-            args, _ = self.envelope.end(call.args)
+        elif call.body is Body.TAIL and call.envelope.status == MORE:
+            args, _ = self.envelope.end(call.envelope)
             if args.status != DONE:
                 run.content(self.envelope.held_raw(args))
         elif call.body in (Body.READ, Body.HOLD):

@@ -41,7 +41,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic
+
+from typing_extensions import TypeVar
 
 from parsers._base import ToolParser, ToolParseResult, make_tool_call_id
 from parsers._errors import LimitExceededError, ParseError, StateError
@@ -72,7 +74,7 @@ EOS = "\x00eos"
 ANY_MARKER = "\x00marker"
 
 # An action gets the run and the token's text; it may return leftover text (see above).
-Action = Callable[["Run", str], str | None]
+Action = Callable[["Run[Any]", str], str | None]
 
 
 def drop(run: Run, text: str) -> None:
@@ -101,11 +103,11 @@ class Table:
         self,
         phases: Iterable[str],
         markers: Iterable[str],
-        steps: Mapping[tuple[str, str], Step],
+        steps: Mapping[tuple[Any, str], Step],  # phases: str or a StrEnum of them
     ) -> None:
         self.phases = frozenset(phases)
         self.markers = tuple(dict.fromkeys(m for m in markers if m))
-        self.steps = dict(steps)
+        self.steps: dict[tuple[str, str], Step] = dict(steps)
         self.lexer = MarkerSet(self.markers)
         known = {*self.markers, TEXT, EOS, ANY_MARKER}
         for (phase, kind), step in self.steps.items():
@@ -177,12 +179,15 @@ class ToolStreamState(JsonState):
 MAX_NAME_CHARS = 1024
 
 
-class Run:
-    """Mutable scratch copy of a state for one feed/finish call, plus the events it emits."""
+ParserT_co = TypeVar("ParserT_co", bound="TableToolParser", default="TableToolParser", covariant=True)
 
-    def __init__(
-        self, parser: TableToolParser, state: ToolStreamState, request_id: str, eos: bool
-    ) -> None:
+
+class Run(Generic[ParserT_co]):
+    """Mutable scratch copy of a state for one feed/finish call, plus the events it emits.
+    Generic over the family's parser class, so an action typed `Run[MyParser]` reads the
+    family's own attributes."""
+
+    def __init__(self, parser: ParserT_co, state: ToolStreamState, request_id: str, eos: bool) -> None:
         # `parser` (the state's tag) stays as it is: `Run.parser` is the parser object.
         self._fields = tuple(f.name for f in dataclasses.fields(state) if f.name != "parser")
         for name in self._fields:
@@ -281,9 +286,10 @@ class TableToolParser(ToolParser):
     `state_class` (a `ToolStreamState` subclass narrowing `call` / `ext`).
     """
 
-    table: ClassVar[Table]
+    # Instance attributes with class defaults: engine families build theirs per instance.
+    table: Table
     initial_phase: ClassVar[str]
-    state_class: ClassVar[type[ToolStreamState]] = ToolStreamState
+    state_class: type[ToolStreamState] = ToolStreamState
     # Phases in which a call is being read (a state has a call exactly there); None: the
     # family checks this itself.
     call_phases: ClassVar[frozenset[str] | None] = None
@@ -309,9 +315,9 @@ class TableToolParser(ToolParser):
         return cls.state_class
 
     def feed(
-        self, state: ToolStreamState, text: str, request_id: str
+        self, state: JsonState, text: str, request_id: str
     ) -> tuple[ToolStreamState, list[Event]]:
-        self._check_state(state)
+        state = self._check_state(state)
         if not isinstance(text, str):
             raise ParseError("delta text must be a string")
         run = Run(self, state, request_id, eos=False)
@@ -320,9 +326,9 @@ class TableToolParser(ToolParser):
         return self._done(run)
 
     def finish(
-        self, state: ToolStreamState, request_id: str
+        self, state: JsonState, request_id: str
     ) -> tuple[ToolStreamState, list[Event]]:
-        self._check_state(state)
+        state = self._check_state(state)
         run = Run(self, state, request_id, eos=True)
         segments, _ = self.table.lexer.split(state.held, final=True)
         run.held = ""
@@ -337,11 +343,11 @@ class TableToolParser(ToolParser):
 
     # -- driver -----------------------------------------------------------------------------
 
-    def _run_segments(self, run: Run, segments: Sequence[tuple[str, bool]]) -> None:
+    def _run_segments(self, run: Run[Any], segments: Sequence[tuple[str, bool]]) -> None:
         for text, is_marker in segments:
             self._dispatch(run, text if is_marker else TEXT, text)
 
-    def _dispatch(self, run: Run, kind: str, text: str) -> None:
+    def _dispatch(self, run: Run[Any], kind: str, text: str) -> None:
         while True:
             phase = run.phase
             step = self.table.lookup(phase, kind)
@@ -354,7 +360,7 @@ class TableToolParser(ToolParser):
                 raise ParseError(f"{self.name}: phase {phase!r} made no progress")
             kind, text = TEXT, leftover
 
-    def _check_state(self, state: object) -> None:
+    def _check_state(self, state: object) -> ToolStreamState:
         if not isinstance(state, self.state_class):
             raise StateError(f"{self.name}: not a {self.state_class.__name__}")
         if state.parser != self.state_tag:
@@ -366,11 +372,12 @@ class TableToolParser(ToolParser):
         if self.call_phases is not None and (state.call is not None) != (state.phase in self.call_phases):
             raise StateError(f"{self.name}: a call state outside a call, or none inside one")
         self.check_ext(state)
+        return state
 
     def check_ext(self, state: ToolStreamState) -> None:
         """Family hook: reject a restored state whose extension contradicts its phase."""
 
-    def _done(self, run: Run) -> tuple[ToolStreamState, list[Event]]:
+    def _done(self, run: Run[Any]) -> tuple[ToolStreamState, list[Event]]:
         state = run.to_state()
         held = len(state.pending) + self.held_chars(state)
         if held > self.call_limit:

@@ -69,6 +69,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from parsers._errors import ParseError
 from parsers._state import JsonState
 from parsers.tools._args import json_string_body
 
@@ -99,6 +100,15 @@ _BLANK = re.compile(r"[ \t\f\r\n]+")  # Python's whitespace (newlines are blank 
 _SPACE_RUN = re.compile(r"\s+")  # line mode: str.isspace runs (the chars str.strip removes)
 _COMMENT = re.compile(r"[^\r\n]*")
 _OCTAL = re.compile(r"[0-7]{1,3}")
+
+
+def _match_end(pattern: re.Pattern[str], text: str, pos: int) -> int:
+    """Where `pattern`'s match at `pos` ends; the lexer asks only where its first character
+    matched, so a miss is a lexer bug, reported as a parse error rather than a crash."""
+    found = pattern.match(text, pos)
+    if found is None:
+        raise ParseError(f"python lexer: {pattern.pattern!r} does not match at {pos}")
+    return found.end()
 _HEX = frozenset("0123456789abcdefABCDEF")
 # str.splitlines boundaries (line mode).
 LINE_BREAKS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
@@ -240,7 +250,7 @@ class Lexer:
         if self.line_mode and c.isspace():
             return self._line_space()
         if c in " \t\f\r\n":
-            return self._take(_BLANK.match(self.text, self.pos).end() - self.pos, Kind.TRIVIA)
+            return self._take(_match_end(_BLANK, self.text, self.pos) - self.pos, Kind.TRIVIA)
         if c == "#":
             return self._bad() if self.line_mode else self._comment()
         if c == "\\":
@@ -261,7 +271,7 @@ class Lexer:
 
     def _line_space(self) -> Token | None:
         """Line mode: a whitespace run with a line break is `, `; other runs are blank."""
-        end = _SPACE_RUN.match(self.text, self.pos).end()
+        end = _match_end(_SPACE_RUN, self.text, self.pos)
         if self._at_end(end):
             return None
         run = self.text[self.pos : end]
@@ -273,7 +283,7 @@ class Lexer:
         return self._bad()  # e.g. U+00A0 inside a line: not Python whitespace
 
     def _comment(self) -> Token:
-        end = _COMMENT.match(self.text, self.pos).end()
+        end = _match_end(_COMMENT, self.text, self.pos)
         if "\x00" in self.text[self.pos : end]:
             return self._bad()
         self.mode = Mode.COMMENT if end == len(self.text) and not self.final else Mode.CODE
@@ -289,11 +299,11 @@ class Lexer:
         return self._bad()
 
     def _number(self) -> Token | None:
-        end = _NUMBER_RUN.match(self.text, self.pos).end()
+        end = _match_end(_NUMBER_RUN, self.text, self.pos)
         return None if self._at_end(end) else self._take(end - self.pos, Kind.NUMBER)
 
     def _name(self) -> Token | None:
-        end = _NAME_RUN.match(self.text, self.pos).end()
+        end = _match_end(_NAME_RUN, self.text, self.pos)
         if self._at_end(end):
             return None
         run = self.text[self.pos : end]
@@ -373,7 +383,7 @@ class Lexer:
 
     def _string_space(self, skip: int = 0, lead: str = "") -> Token | None:
         """Line mode inside a literal: a run with a line break becomes ", "."""
-        end = _SPACE_RUN.match(self.text, self.pos + skip).end()
+        end = _match_end(_SPACE_RUN, self.text, self.pos + skip)
         if self._at_end(end):
             return None
         run = self.text[self.pos + skip : end]
@@ -427,7 +437,7 @@ class Lexer:
         return self._take(2 + n, Kind.STRING_TEXT, chr(code))
 
     def _octal_escape(self) -> Token | None:
-        digits = _OCTAL.match(self.text, self.pos + 1).group()
+        digits = self.text[self.pos + 1 : _match_end(_OCTAL, self.text, self.pos + 1)]
         if len(digits) < 3 and self._at_end(self.pos + 1 + len(digits)):
             return None
         return self._take(1 + len(digits), Kind.STRING_TEXT, chr(int(digits, 8)))
@@ -464,6 +474,15 @@ class Pos(enum.StrEnum):
     STRING = "string"  # inside a string literal
     AFTER = "after"  # after a value: a separator or a closer
     SKIP = "skip"  # inside a positional argument (skipped)
+
+
+@dataclass(slots=True)
+class _Open:
+    """A held segment while the transducer works (frozen as `Held` in the state)."""
+
+    depth: int
+    prefix: str
+    body: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -584,7 +603,7 @@ class _Reader:
         self.lex = state.lex
         self.stack, self.pos = state.stack, state.pos
         self.name, self.prefix = state.name, state.prefix
-        self.held = [[h.depth, h.prefix, h.body] for h in state.held]
+        self.held = [_Open(h.depth, h.prefix, h.body) for h in state.held]
         self.str_open, self.fstr, self.key_ok = state.str_open, state.fstr, state.key_ok
         self.neg, self.opened, self.kw, self.first = state.neg, state.opened, state.kw, state.first
         self.skip_depth, self.skip_from = state.skip_depth, state.skip_from
@@ -596,7 +615,7 @@ class _Reader:
     def to_state(self) -> ArgsState:
         return ArgsState(
             lex=self.lex, stack=self.stack, pos=self.pos, name=self.name, prefix=self.prefix,
-            held=tuple(Held(d, p, b) for d, p, b in self.held), str_open=self.str_open,
+            held=tuple(Held(h.depth, h.prefix, h.body) for h in self.held), str_open=self.str_open,
             fstr=self.fstr, key_ok=self.key_ok, neg=self.neg, opened=self.opened, kw=self.kw,
             first=self.first, skip_depth=self.skip_depth, skip_from=self.skip_from,
             raw=self.raw, broken=self.broken,
@@ -639,7 +658,7 @@ class _Reader:
         """Close the open string, arrays and objects of the written JSON (never a key)."""
         if not self.opened:
             return
-        limit = self.held[0][0] if self.held else len(self.stack)
+        limit = self.held[0].depth if self.held else len(self.stack)
         if self.str_open and not self.held:
             self.out.append('"')
         self.out.extend(_JSON_CLOSER[level] for level in reversed(self.stack[:limit]))
@@ -651,7 +670,7 @@ class _Reader:
         """Write JSON (into the innermost held segment, if any). True if it was written out,
         which represents all model text read so far."""
         if self.held:
-            self.held[-1][2] += text
+            self.held[-1].body += text
             return False
         self.out.append(text)
         self.opened, self.raw, self.skip_from = True, "", 0
@@ -663,12 +682,13 @@ class _Reader:
         return written
 
     def _hold(self) -> None:
-        self.held.append([len(self.stack), self.prefix, ""])
+        self.held.append(_Open(len(self.stack), self.prefix, ""))
         self.prefix = ""
 
     def _decide(self, opening: str) -> bool:
         """The innermost held value is decided: write it with its opening."""
-        _, prefix, body = self.held.pop()
+        segment = self.held.pop()
+        prefix, body = segment.prefix, segment.body
         return self._emit(prefix + opening + body)
 
     def _fail(self) -> bool:
@@ -879,7 +899,8 @@ class _Reader:
     def _colon(self, top: str) -> bool:
         if not self.key_ok:
             return self._fail()  # dict keys must be constants
-        _, prefix, body = self.held.pop()
+        segment = self.held.pop()
+        prefix, body = segment.prefix, segment.body
         key = body if body.startswith('"') else f'"{body}"'  # json.dumps's key spelling
         written = self._emit(prefix + "{") if top == "B" else False
         self.prefix = ("" if top == "B" else prefix) + key + ": "

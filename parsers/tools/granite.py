@@ -102,7 +102,7 @@ class GraniteExt(EngineExt):
     brackets: Brackets = Brackets()
 
 
-def split_array(run: Run, text: str) -> None:
+def split_array(run: Run[GraniteToolParser], text: str) -> None:
     i = 0
     while i < len(text):
         ext: GraniteExt = run.ext
@@ -131,7 +131,7 @@ def split_array(run: Run, text: str) -> None:
             return
 
 
-def _array_end(run: Run, text: str) -> None:
+def _array_end(run: Run[GraniteToolParser], text: str) -> None:
     """End of the output in the region: an open call closes; the engine does the rest."""
     run.ext = run.ext.replace(opened=False, element=False, brackets=Brackets())
 
@@ -256,7 +256,7 @@ class GraniteArgs:
 
 class GraniteToolParser(EngineToolParser):
     name: ClassVar[str] = "granite"
-    spec: ClassVar[EngineSpec] = GRANITE_SPEC
+    spec = GRANITE_SPEC
     args_state: ClassVar[type[JsonState]] = GraniteArgsState
     ext_class: ClassVar[type[EngineExt]] = GraniteExt
 
@@ -274,7 +274,7 @@ class GraniteToolParser(EngineToolParser):
 
 
 def _array_then_engine_end(engine_end: Any) -> Any:
-    def end(run: Run, text: str) -> None:
+    def end(run: Run[GraniteToolParser], text: str) -> None:
         _array_end(run, text)
         engine_end(run, text)
 

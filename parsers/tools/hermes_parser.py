@@ -97,31 +97,31 @@ class HermesToolParser(TableToolParser):
             raise StateError(f"{self.name}: a call without its body state")
 
 
-def _decide(run: Run, raw: str) -> bool:
+def _decide(run: Run[HermesToolParser], raw: str) -> bool:
     found = hermes_call(raw)
     if found is not None:
         run.emit_call(*found)
     return found is not None
 
 
-def _reject(run: Run, raw: str) -> None:
+def _reject(run: Run[HermesToolParser], raw: str) -> None:
     run.reject_call(raw, P.VERBATIM, P.BETWEEN)
 
 
-def _open(run: Run, marker: str) -> None:
+def _open(run: Run[HermesToolParser], marker: str) -> None:
     run.open_call_raw(marker)
     run.parser.reader.open(run)
 
 
-def _body(run: Run, text: str) -> None:
+def _body(run: Run[HermesToolParser], text: str) -> None:
     run.parser.reader.read(run, text)
 
 
-def _end(run: Run, marker: str) -> None:
+def _end(run: Run[HermesToolParser], marker: str) -> None:
     run.parser.reader.close(run, marker)
 
 
-def _eos(run: Run, text: str) -> None:
+def _eos(run: Run[HermesToolParser], text: str) -> None:
     run.parser.reader.close(run, "")
     if run.phase == P.CALL:
         run.phase = P.BETWEEN

@@ -104,7 +104,7 @@ class Llama3JsonToolParser(TableToolParser):
         )  # fmt: skip
 
 
-def _decide(run: Run, raw: str) -> bool:
+def _decide(run: Run[Llama3JsonToolParser], raw: str) -> bool:
     found = llama_call(raw)
     if found is not None:
         run.emit_call(*found)
@@ -112,14 +112,14 @@ def _decide(run: Run, raw: str) -> bool:
     return found is not None
 
 
-def _reject(run: Run, raw: str) -> None:
+def _reject(run: Run[Llama3JsonToolParser], raw: str) -> None:
     run.reject_call(raw, P.VERBATIM, P.BETWEEN)
 
 
 # -- the lead -----------------------------------------------------------------------------
 
 
-def _lead(run: Run, text: str) -> str | None:
+def _lead(run: Run[Llama3JsonToolParser], text: str) -> str | None:
     lead = run.ext.lead + text
     body = lead.lstrip()
     if body.startswith("["):  # a list of calls: `[` and blanks are held like blanks
@@ -129,31 +129,36 @@ def _lead(run: Run, text: str) -> str | None:
         run.keep_raw(lead[:held])
         run.ext = run.ext.replace(lead="")
         run.phase = P.BETWEEN
-        return body
+        rest: str = body
+        return rest
     if (body and not PYTHON_TAG.startswith(body)) or held > MAX_HELD_CHARS:
-        return _verbatim(run, lead)
+        _verbatim(run, lead)
+        return None
     run.ext = run.ext.replace(lead=lead)
     return None
 
 
-def _lead_tag(run: Run, marker: str) -> str | None:
-    return _lead(run, marker) if not run.ext.lead.strip(" \t\r\n[") else _verbatim(run, run.ext.lead + marker)
+def _lead_tag(run: Run[Llama3JsonToolParser], marker: str) -> str | None:
+    if not run.ext.lead.strip(" \t\r\n["):
+        return _lead(run, marker)
+    _verbatim(run, run.ext.lead + marker)
+    return None
 
 
-def _verbatim(run: Run, text: str) -> None:
+def _verbatim(run: Run[Llama3JsonToolParser], text: str) -> None:
     run.ext = run.ext.replace(lead="")
     run.phase = P.VERBATIM
     run.content(text)
 
 
-def _lead_end(run: Run, text: str) -> None:
+def _lead_end(run: Run[Llama3JsonToolParser], text: str) -> None:
     _verbatim(run, run.ext.lead)
 
 
 # -- between and inside objects ----------------------------------------------------------------
 
 
-def _between(run: Run, text: str) -> str | None:
+def _between(run: Run[Llama3JsonToolParser], text: str) -> str | None:
     start = 1 if run.ext.closed and text.startswith("{") else 0
     if text:
         run.ext = run.ext.replace(closed=False)
@@ -168,13 +173,13 @@ def _between(run: Run, text: str) -> str | None:
     return text[at:]
 
 
-def _between_end(run: Run, text: str) -> None:
+def _between_end(run: Run[Llama3JsonToolParser], text: str) -> None:
     if run.n_calls == 0:  # no call at all: the whole output is content
         run.content(run.pending)
         run.pending = ""
 
 
-def _call(run: Run, text: str) -> str | None:
+def _call(run: Run[Llama3JsonToolParser], text: str) -> str | None:
     rest = run.parser.reader.read(run, text)
     if rest is None:
         return None
@@ -186,7 +191,7 @@ def _call(run: Run, text: str) -> str | None:
     return rest or None
 
 
-def _call_end(run: Run, text: str) -> None:
+def _call_end(run: Run[Llama3JsonToolParser], text: str) -> None:
     run.parser.reader.close(run, "")
     if run.phase == P.CALL:
         run.phase = P.BETWEEN

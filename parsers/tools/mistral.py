@@ -134,7 +134,7 @@ class MistralArgs:
 class MistralV11ToolParser(EngineToolParser):
     name: ClassVar[str] = "mistral"
     args_state: ClassVar[type[JsonState]] = MistralArgsState
-    spec: ClassVar[EngineSpec] = MISTRAL_SPECS["none"]
+    spec = MISTRAL_SPECS["none"]
 
     def __init__(self, vocab: Vocab | None, tools: Sequence[Mapping[str, Any]] | None = None,
                  *, encoding: str = "none", **kwargs: Any) -> None:  # fmt: skip
@@ -169,9 +169,9 @@ def _has_token(vocab: Any, token: str) -> bool:
 class MistralToolParser(MistralPreV11ToolParser):
     """The registered class: building it gives the format the vocabulary selects."""
 
-    def __new__(  # type: ignore[misc]
+    def __new__(
         cls,
-        vocab: Vocab | Mapping[str, int] | None,
+        vocab: Vocab | None,
         tools: Sequence[Mapping[str, Any]] | None = None,
         *,
         max_call_chars: int | None = None,

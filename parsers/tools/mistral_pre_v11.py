@@ -161,13 +161,14 @@ class MistralPreV11ToolParser(TableToolParser):
         )  # fmt: skip
 
     def held_chars(self, state: ToolStreamState) -> int:
-        return super().held_chars(state) + state.ext.held_chars()
+        ext = state.ext
+        return super().held_chars(state) + (ext.held_chars() if isinstance(ext, PreV11Ext) else 0)
 
 
 # -- content -------------------------------------------------------------------------------
 
 
-def _content(run: Run, text: str) -> None:
+def _content(run: Run[MistralPreV11ToolParser], text: str) -> None:
     ext: PreV11Ext = run.ext
     if ext.started:
         run.content(text)
@@ -180,18 +181,18 @@ def _content(run: Run, text: str) -> None:
     run.ext = ext.replace(ws="", started=True)
 
 
-def _content_end(run: Run, text: str) -> None:
+def _content_end(run: Run[MistralPreV11ToolParser], text: str) -> None:
     run.content(run.ext.ws)
 
 
-def _marker(run: Run, marker: str) -> None:
+def _marker(run: Run[MistralPreV11ToolParser], marker: str) -> None:
     run.ext = run.ext.replace(ws="")
 
 
 # -- the segment -----------------------------------------------------------------------------
 
 
-def _lead(run: Run, text: str) -> str | None:
+def _lead(run: Run[MistralPreV11ToolParser], text: str) -> str | None:
     body = text.lstrip(_WS + "\v\f")
     if not body:
         return None
@@ -206,7 +207,7 @@ def _lead(run: Run, text: str) -> str | None:
     return body[1:] or None
 
 
-def _items(run: Run, text: str) -> str | None:
+def _items(run: Run[MistralPreV11ToolParser], text: str) -> str | None:
     body = text.lstrip(_WS)
     _keep_seg(run, text[: len(text) - len(body)])
     if not body:
@@ -227,13 +228,13 @@ def _items(run: Run, text: str) -> str | None:
     return body
 
 
-def _open_item(run: Run) -> None:
+def _open_item(run: Run[MistralPreV11ToolParser]) -> None:
     run.open_call_raw("")
     run.parser.reader.open(run)
     run.phase = P.ITEM
 
 
-def _item(run: Run, text: str) -> str | None:
+def _item(run: Run[MistralPreV11ToolParser], text: str) -> str | None:
     before = run.n_calls
     rest = run.parser.reader.read(run, text)
     consumed = text if rest is None else text[: len(text) - len(rest)]
@@ -249,14 +250,14 @@ def _item(run: Run, text: str) -> str | None:
     return rest or None
 
 
-def _item_done(run: Run) -> None:
+def _item_done(run: Run[MistralPreV11ToolParser]) -> None:
     if run.ext.bare:
         _segment_done(run)
     else:
         run.phase = P.ITEMS
 
 
-def _decide_item(run: Run, raw: str) -> bool:
+def _decide_item(run: Run[MistralPreV11ToolParser], raw: str) -> bool:
     parsed, _ = json_raw_decode(raw)
     if not is_json(parsed):
         return False
@@ -267,13 +268,13 @@ def _decide_item(run: Run, raw: str) -> bool:
     return True  # an object that is no call is skipped, as vLLM skips it
 
 
-def _skip_item(run: Run, raw: str) -> None:
+def _skip_item(run: Run[MistralPreV11ToolParser], raw: str) -> None:
     """An item that does not decode: before any call the segment is decided whole (the kept
     text); after one, the rest of the segment is dropped (documented)."""
     run.phase = P.WHOLE if run.n_calls == 0 else P.AFTER
 
 
-def _skip(run: Run, text: str) -> str | None:
+def _skip(run: Run[MistralPreV11ToolParser], text: str) -> str | None:
     fmt = JsonArgs()
     skip, _, rest = fmt.feed(run.ext.skip, text)
     consumed = text if rest is None else text[: len(text) - len(rest)]
@@ -283,17 +284,20 @@ def _skip(run: Run, text: str) -> str | None:
         return None
     run.ext = run.ext.replace(skip=None)
     if skip.status != DONE:
-        return _to_whole(run, rest or "") if run.n_calls == 0 else _after(run, "")
+        if run.n_calls == 0:
+            return _to_whole(run, rest or "")
+        _after(run, "")
+        return None
     run.phase = P.ITEMS
     return rest or None
 
 
-def _keep_seg(run: Run, text: str) -> None:
+def _keep_seg(run: Run[MistralPreV11ToolParser], text: str) -> None:
     if run.n_calls == 0 and text:
         run.ext = run.ext.replace(seg=run.ext.seg + text)
 
 
-def _to_whole(run: Run, rest: str) -> str | None:
+def _to_whole(run: Run[MistralPreV11ToolParser], rest: str) -> str | None:
     """No call sent yet and the segment does not decode as streamed: hold it whole."""
     run.call = None
     run.phase = P.WHOLE
@@ -301,7 +305,7 @@ def _to_whole(run: Run, rest: str) -> str | None:
     return rest or None
 
 
-def _segment_done(run: Run) -> None:
+def _segment_done(run: Run[MistralPreV11ToolParser]) -> None:
     """The segment's value ended. Without a call, vLLM's content is the whole stripped
     segment: it is held to the segment's end (the kept text)."""
     if run.n_calls == 0:
@@ -311,17 +315,17 @@ def _segment_done(run: Run) -> None:
     run.ext = run.ext.replace(seg="")
 
 
-def _whole(run: Run, text: str) -> None:
+def _whole(run: Run[MistralPreV11ToolParser], text: str) -> None:
     run.ext = run.ext.replace(seg=run.ext.seg + text)
 
 
-def _whole_marker(run: Run, marker: str) -> None:
+def _whole_marker(run: Run[MistralPreV11ToolParser], marker: str) -> None:
     """The segment ends at the next marker: decide it (the rest of the output is dropped)."""
     _decide_whole(run)
     run.phase = P.AFTER
 
 
-def _decide_whole(run: Run) -> None:
+def _decide_whole(run: Run[MistralPreV11ToolParser]) -> None:
     segment = run.ext.seg.strip()
     run.ext = run.ext.replace(seg="")
     calls = mistral_calls(segment)
@@ -331,11 +335,11 @@ def _decide_whole(run: Run) -> None:
         run.content(segment)
 
 
-def _whole_end(run: Run, text: str) -> None:
+def _whole_end(run: Run[MistralPreV11ToolParser], text: str) -> None:
     _decide_whole(run)
 
 
-def _item_end(run: Run, text: str) -> None:
+def _item_end(run: Run[MistralPreV11ToolParser], text: str) -> None:
     """The segment ends inside an item (the output, or the next marker)."""
     if run.n_calls == 0:
         _to_whole(run, "")
@@ -346,13 +350,13 @@ def _item_end(run: Run, text: str) -> None:
     run.phase = P.AFTER
 
 
-def _skip_marker(run: Run, text: str) -> None:
+def _skip_marker(run: Run[MistralPreV11ToolParser], text: str) -> None:
     run.ext = run.ext.replace(skip=None)
     _segment_end(run, text)
     run.phase = P.AFTER
 
 
-def _segment_end(run: Run, text: str) -> None:
+def _segment_end(run: Run[MistralPreV11ToolParser], text: str) -> None:
     """The segment ends before its array closed."""
     if run.n_calls == 0:
         _to_whole(run, "")
@@ -360,11 +364,11 @@ def _segment_end(run: Run, text: str) -> None:
     run.phase = P.AFTER
 
 
-def _after(run: Run, text: str) -> None:
+def _after(run: Run[MistralPreV11ToolParser], text: str) -> None:
     run.phase = P.AFTER
 
 
-def _drop(run: Run, text: str) -> None:
+def _drop(run: Run[MistralPreV11ToolParser], text: str) -> None:
     """Text the format drops."""
 
 

@@ -51,7 +51,7 @@ from parsers.tools._machine import (
     to_content,
 )
 from parsers.tools._python_args import PythonArgs
-from parsers.tools.pythonic import P, PythonicCallsBase, _act
+from parsers.tools.pythonic import ListState, P, PythonicCallsBase, _act
 
 __all__ = ["Olmo3PythonicToolParser", "BLOCK_OPEN", "BLOCK_CLOSE"]
 
@@ -66,12 +66,13 @@ class Olmo3PythonicToolParser(PythonicCallsBase):
 
     def check_ext(self, state: ToolStreamState) -> None:
         super().check_ext(state)
-        if state.phase == P.BLOCK and BLOCK_OPEN not in state.ext.raw:
+        ext = state.ext
+        if state.phase == P.BLOCK and not (isinstance(ext, ListState) and BLOCK_OPEN in ext.raw):
             raise StateError(f"{self.name}: a block state without its marker")
 
     # -- before the first call --------------------------------------------------------------
 
-    def lead_text(self, run: Run, text: str) -> str | None:
+    def lead_text(self, run: Run[Olmo3PythonicToolParser], text: str) -> str | None:
         """Whitespace is held (up to MAX_HELD_CHARS); a first line that does not start like a
         call is content."""
         buf = run.ext.raw + text
@@ -82,11 +83,11 @@ class Olmo3PythonicToolParser(PythonicCallsBase):
             run.phase = P.CONTENT  # not bare calls: content, and a block may still come
         return rest
 
-    def block_text(self, run: Run, text: str) -> str | None:
+    def block_text(self, run: Run[Olmo3PythonicToolParser], text: str) -> str | None:
         buf = run.ext.raw + text  # whitespace held before the block, its marker, its text
         return self._first_call(run, buf, buf.index(BLOCK_OPEN) + len(BLOCK_OPEN))
 
-    def _first_call(self, run: Run, buf: str, start: int) -> str | None:
+    def _first_call(self, run: Run[Olmo3PythonicToolParser], buf: str, start: int) -> str | None:
         """The first line's head, after the whitespace from `start` (vLLM strips lines)."""
         start = len(buf) - len(buf[start:].lstrip())
         if start == len(buf):
@@ -94,7 +95,7 @@ class Olmo3PythonicToolParser(PythonicCallsBase):
             return None
         return self.open_head(run, buf, start)
 
-    def block_open(self, run: Run, marker: str) -> None:
+    def block_open(self, run: Run[Olmo3PythonicToolParser], marker: str) -> None:
         """Whitespace held before the block stays with it (vLLM drops it with the block's
         calls, and returns it as content otherwise); other text was content already."""
         held = run.ext.raw
@@ -104,33 +105,33 @@ class Olmo3PythonicToolParser(PythonicCallsBase):
         run.ext = run.ext.replace(raw=held + marker, marker=True)
         run.phase = P.BLOCK
 
-    def lead_end(self, run: Run, text: str) -> None:
+    def lead_end(self, run: Run[Olmo3PythonicToolParser], text: str) -> None:
         self.not_a_call_list(run, run.ext.raw)
 
-    def empty_block(self, run: Run, marker: str) -> None:
+    def empty_block(self, run: Run[Olmo3PythonicToolParser], marker: str) -> None:
         self.not_a_call_list(run, run.ext.raw + marker)
 
     # -- the block's end ---------------------------------------------------------------------
 
-    def args_close(self, run: Run, marker: str) -> str | None:
+    def args_close(self, run: Run[Olmo3PythonicToolParser], marker: str) -> str | None:
         if not run.ext.marker:
             return self.args_text(run, marker)  # bare calls: the marker is text
         self.args_end(run, marker)
         return None
 
-    def list_close(self, run: Run, marker: str) -> str | None:
+    def list_close(self, run: Run[Olmo3PythonicToolParser], marker: str) -> str | None:
         if not run.ext.marker:
             return self.list_text(run, marker)
         self.list_end(run, marker)
         return None
 
-    def list_closed(self, run: Run) -> None:
+    def list_closed(self, run: Run[PythonicCallsBase]) -> None:
         run.phase = P.AFTER
 
-    def args_eos(self, run: Run, text: str) -> None:
+    def args_eos(self, run: Run[Olmo3PythonicToolParser], text: str) -> None:
         self.args_end(run)
 
-    def list_eos(self, run: Run, text: str) -> None:
+    def list_eos(self, run: Run[Olmo3PythonicToolParser], text: str) -> None:
         self.list_end(run)
 
 

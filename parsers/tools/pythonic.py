@@ -171,7 +171,7 @@ class PythonicCallsBase(TableToolParser):
 
     # -- the first call's head -------------------------------------------------------------
 
-    def open_head(self, run: Run, buf: str, start: int) -> str | None:
+    def open_head(self, run: Run[PythonicCallsBase], buf: str, start: int) -> str | None:
         """Decide the head of `buf[start:]` (`name(` and `)` or `kw=`, after `buf[:start]`):
         hold it, open the call (returning the argument text to read), or make it content."""
         head = HEAD.match("[" + buf[start:], partial=True)
@@ -179,7 +179,7 @@ class PythonicCallsBase(TableToolParser):
             run.ext = run.ext.replace(raw=buf)
             return None
         name = _call_name(head.group(1)) if head is not None and not head.partial else None
-        if name is None:
+        if head is None or name is None:
             self.not_a_call_list(run, buf)
             return None
         opened = start + head.end(1) - 1  # the `(` (the pattern's `[` is not in buf[start:])
@@ -187,18 +187,18 @@ class PythonicCallsBase(TableToolParser):
         self._open_call(run, name)
         return buf[opened + 1 :]
 
-    def not_a_call_list(self, run: Run, text: str) -> None:
+    def not_a_call_list(self, run: Run[PythonicCallsBase], text: str) -> None:
         run.content(text)
         run.ext = run.ext.replace(raw="")
         run.phase = P.VERBATIM
 
-    def _open_call(self, run: Run, name: str) -> None:
+    def _open_call(self, run: Run[PythonicCallsBase], name: str) -> None:
         run.call = PythonicCall(name=name, args=self.args_format.start(name))
         run.phase = P.ARGS
 
     # -- arguments --------------------------------------------------------------------------
 
-    def args_text(self, run: Run, text: str) -> str | None:
+    def args_text(self, run: Run[PythonicCallsBase], text: str) -> str | None:
         args, out, rest = self.args_format.feed(run.call.args, text)
         self._send(run, out)
         if rest is None:
@@ -212,7 +212,7 @@ class PythonicCallsBase(TableToolParser):
         run.ext = run.ext.replace(where=Where.CALL_END)
         return rest or None
 
-    def args_end(self, run: Run, tail: str = "") -> None:
+    def args_end(self, run: Run[PythonicCallsBase], tail: str = "") -> None:
         """The text ends inside a call's arguments (`tail`: model text after that end). A
         call not yet committed is not a call: its text is content."""
         args = run.call.args
@@ -223,7 +223,7 @@ class PythonicCallsBase(TableToolParser):
         self._send(run, out)
         self.break_list(run, args.raw + tail)
 
-    def _send(self, run: Run, out: str) -> None:
+    def _send(self, run: Run[PythonicCallsBase], out: str) -> None:
         if not out:
             return
         if not run.call.started:  # the commit point: the call's first fragment
@@ -231,7 +231,7 @@ class PythonicCallsBase(TableToolParser):
             run.ext = run.ext.replace(raw="")
         run.args(out)
 
-    def break_list(self, run: Run, content: str) -> None:
+    def break_list(self, run: Run[PythonicCallsBase], content: str) -> None:
         """The list is no call list from here (`broken_call_list`): the calls sent stay, the
         rest of the output is content (all of it, if no call was sent: vLLM's result)."""
         run.content(run.ext.raw + content)
@@ -241,10 +241,10 @@ class PythonicCallsBase(TableToolParser):
 
     # -- between calls ----------------------------------------------------------------------
 
-    def list_text(self, run: Run, text: str) -> str | None:
+    def list_text(self, run: Run[PythonicCallsBase], text: str) -> str | None:
         return self._scan_list(run, text, final=False)
 
-    def _scan_list(self, run: Run, text: str, *, final: bool) -> str | None:
+    def _scan_list(self, run: Run[PythonicCallsBase], text: str, *, final: bool) -> str | None:
         line_mode = self.args_format.line_mode
         reader = _ListReader(run.ext, line_mode=line_mode, bracket=self.bracket_list)
         outcome, rest = reader.run(text, final=final)
@@ -261,7 +261,7 @@ class PythonicCallsBase(TableToolParser):
             self.break_list(run, rest)
         return None
 
-    def list_end(self, run: Run, tail: str = "") -> None:
+    def list_end(self, run: Run[PythonicCallsBase], tail: str = "") -> None:
         """The text ends between calls: the list is complete after a call (olmo3's list is
         closed by the end of its text), else broken."""
         self._scan_list(run, "", final=True)
@@ -273,15 +273,15 @@ class PythonicCallsBase(TableToolParser):
         run.ext = run.ext.replace(raw="", lex=LexState())
         self.list_closed(run)
 
-    def list_closed(self, run: Run) -> None:
+    def list_closed(self, run: Run[PythonicCallsBase]) -> None:
         run.phase = P.TRAILER
 
     # -- after the list ---------------------------------------------------------------------
 
-    def trailer_text(self, run: Run, text: str) -> None:
+    def trailer_text(self, run: Run[PythonicCallsBase], text: str) -> None:
         run.ext = run.ext.replace(raw=run.ext.raw + text)
 
-    def trailer_end(self, run: Run, text: str) -> None:
+    def trailer_end(self, run: Run[PythonicCallsBase], text: str) -> None:
         """vLLM drops what follows the list when the module stays valid Python with the list
         as its first statement; otherwise (`text_after_list`) it is content here."""
         if not _continues_module(run.ext.raw):
@@ -377,21 +377,21 @@ class PythonicToolParser(PythonicCallsBase):
     name: ClassVar[str] = "pythonic"
     initial_phase: ClassVar[str] = P.LEAD
 
-    def lead_text(self, run: Run, text: str) -> str | None:
+    def lead_text(self, run: Run[PythonicCallsBase], text: str) -> str | None:
         buf = run.ext.raw + text
         if not buf.startswith("["):  # vLLM's regex matches at the very start
             self.not_a_call_list(run, buf)
             return None
         return self.open_head(run, buf, 1)
 
-    def lead_end(self, run: Run, text: str) -> None:
+    def lead_end(self, run: Run[PythonicCallsBase], text: str) -> None:
         if run.ext.raw:
             self.not_a_call_list(run, run.ext.raw)
 
-    def args_eos(self, run: Run, text: str) -> None:
+    def args_eos(self, run: Run[PythonicCallsBase], text: str) -> None:
         self.args_end(run)
 
-    def list_eos(self, run: Run, text: str) -> None:
+    def list_eos(self, run: Run[PythonicCallsBase], text: str) -> None:
         self.list_end(run)
 
 
@@ -399,15 +399,15 @@ class Llama4PythonicToolParser(PythonicToolParser):
     name: ClassVar[str] = "llama4_pythonic"
     initial_phase: ClassVar[str] = P.START
 
-    def start_marker(self, run: Run, marker: str) -> None:
+    def start_marker(self, run: Run[PythonicCallsBase], marker: str) -> None:
         run.ext = run.ext.replace(marker=True)
         run.phase = P.LEAD
 
-    def start_text(self, run: Run, text: str) -> str:
+    def start_text(self, run: Run[PythonicCallsBase], text: str) -> str:
         run.phase = P.LEAD
         return text
 
-    def end_marker(self, run: Run, marker: str) -> str | None:
+    def end_marker(self, run: Run[PythonicCallsBase], marker: str) -> str | None:
         """vLLM removes every <|python_end|> of an output that starts with
         <|python_start|>; in any other output it is text."""
         if run.ext.marker:

@@ -39,8 +39,8 @@ import regex
 from parsers._state import JsonState
 from parsers.tools._args import json_string_body
 from parsers.tools._base import json_dumps
-from parsers.tools._engine import WS, EngineSpec, EngineToolParser, Ev, S, Tr, string_only
 from parsers.tools._coerce import coerce_to_schema_type, schema_types
+from parsers.tools._engine import WS, EngineSpec, EngineToolParser, Ev, S, Tr, string_only
 
 __all__ = ["Qwen3CoderToolParser", "QWEN3_XML_SPEC", "ParamArgs", "ParamState"]
 
@@ -207,7 +207,7 @@ class ParamArgs:
 
 class Qwen3CoderToolParser(EngineToolParser):
     name: ClassVar[str] = "qwen3_coder"
-    spec: ClassVar[EngineSpec] = QWEN3_XML_SPEC
+    spec = QWEN3_XML_SPEC
     args_state: ClassVar[type[JsonState]] = ParamState
 
     def arg_format(self, name: str) -> ParamArgs:

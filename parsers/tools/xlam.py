@@ -39,8 +39,8 @@ import enum
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from parsers.tools._base import is_json, json_dumps, json_loads
 from parsers.tools import _json_array as arr
+from parsers.tools._base import is_json, json_dumps, json_loads
 from parsers.tools._json_array import FATAL, SKIPPED, ArrayExt, ArrayRules, Decided
 from parsers.tools._json_calls import JsonCall, JsonCallReader
 from parsers.tools._machine import (

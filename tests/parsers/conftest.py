@@ -6,9 +6,7 @@ This directory is put on sys.path so test modules (and the tool-parser tests) ca
 
 from __future__ import annotations
 
-
 import pytest
-
 
 from .tokenizers_util import TokenizerBundle, deepseek_r1, qwen3  # noqa: E402
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .corpus import GRANITE_CORPUS, reasoning_corpus
-from .tokenizers_util import TokenizerBundle, deepseek_r1, glm_like, mistral_like, qwen3
-
 from parsers import ReasoningResult
 from parsers._base import ReasoningParser
 from parsers.registry import get_reasoning_parser
+
+from .corpus import GRANITE_CORPUS, reasoning_corpus
+from .tokenizers_util import TokenizerBundle, deepseek_r1, glm_like, mistral_like, qwen3
 
 __all__ = ["FAMILIES", "bundle_for", "build", "corpus_for", "expected_collapsed"]
 

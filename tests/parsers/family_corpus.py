@@ -62,7 +62,7 @@ REASONING_FORMATS: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _format(key: str) -> dict[str, Any]:
     return json.loads((CORPUS_DIR / f"{key}.json").read_text(encoding="utf-8"))
 

@@ -349,7 +349,7 @@ def _qwen3_json() -> str:
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _augmented_family(key: str) -> TokenizerBundle:
     """Qwen3 + the family's markers, saved so both venvs load the same directory.
 
@@ -386,7 +386,7 @@ _LLAMA_EOS = {"llama3": "<|eot_id|>", "llama4": "<|eot|>"}
 _LLAMA_STAMP = "llama-models 0.3.0 tiktoken -> tokenizer.json v1"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _llama_real(version: str) -> TokenizerBundle:
     """llama-models' tiktoken model as a transformers fast tokenizer, as Meta's HF repos
     ship it: BPE ranks and split pattern unchanged, every special token an added special
@@ -473,7 +473,7 @@ def token_chunks(
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def family_chunker(kind: str, vllm_name: str):
     """tests/parsers/tools' `Tokenizer` (chunker + marker vocabulary) for `vllm_name`."""
     from .tools.tool_parser_support import Tokenizer

@@ -7,16 +7,17 @@ from __future__ import annotations
 import json
 
 import pytest
-from .chunking import Collapsed, CollapsedCall, assert_chunking_invariant, collapse_events
-from .families import build
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from .tokenizers_util import qwen3
-from .toy_tool_parser import ToyToolParser
 
 from parsers import ChatOptions, ChatParser, ChatParseResult, ParserError, StateError
 from parsers._base import make_tool_call_id
 from parsers.registry import get_tool_parser
+
+from .chunking import Collapsed, CollapsedCall, assert_chunking_invariant, collapse_events
+from .families import build
+from .tokenizers_util import qwen3
+from .toy_tool_parser import ToyToolParser
 
 REQ = "chatcmpl-test-1"
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {

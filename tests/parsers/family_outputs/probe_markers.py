@@ -13,13 +13,11 @@ preserve_tokens / terminals. The output is a hint for a human, not test data.
 import json
 import os
 import sys
-import traceback
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "CRITICAL")
 
 from transformers import AutoTokenizer  # noqa: E402
-
 from vllm.parser import ParserManager  # noqa: E402
 from vllm.parser.engine.parser_engine_config import ParserEngineConfig  # noqa: E402
 from vllm.reasoning import ReasoningParserManager  # noqa: E402

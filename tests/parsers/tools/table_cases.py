@@ -8,7 +8,15 @@ from collections.abc import Callable
 from parsers.registry import get_tool_parser
 from parsers.tools._machine import TableToolParser
 
-from .tool_parser_support import WEATHER_TOOLS, deepseek, llama3, llama4, mistral_v3, mistral_v11, qwen3
+from .tool_parser_support import (
+    WEATHER_TOOLS,
+    deepseek,
+    llama3,
+    llama4,
+    mistral_v3,
+    mistral_v11,
+    qwen3,
+)
 
 _DS_BLOCK = "<｜tool▁calls▁begin｜>{calls}<｜tool▁calls▁end｜>"
 _DS = "<｜tool▁call▁begin｜>"

@@ -5,7 +5,6 @@ round-tripped at every boundary; bounded; linear."""
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +18,6 @@ from parsers.tools._engine import name_and_args_from_json
 from parsers.tools._json_args import (
     DONE,
     ERROR,
-    MORE,
     TRUNCATED,
     EngineJsonArgs,
     JsonArgs,
@@ -211,19 +209,8 @@ class TestBounds:
             state, out, _ = fmt.feed(state, "x\\n"[i % 3])
             largest = max(largest, len(json.dumps(state.to_json())))
         assert largest < 1024, largest
-
-    def test_cost_is_linear(self) -> None:
-        def run(n: int) -> float:
-            fmt = JsonArgs()
-            state = fmt.start()
-            start = time.perf_counter()
-            state, _, _ = fmt.feed(state, '{"a": "')
-            for _ in range(n // 100):
-                state, _, _ = fmt.feed(state, "y" * 100)
-            return time.perf_counter() - start
-
-        small, large = run(10_000), run(100_000)
-        assert large < small * 30, (small, large)
+    # Per-chunk cost is measured in bench/stream_parse.py --case agentic (last 1,000 chunks
+    # against the first 1,000), not timed here: the bounded state above is what makes it flat.
 
 
 class TestStates:

@@ -4,10 +4,11 @@ against vLLM 0.33's DeepSeekV3ToolParser and DeepSeekV31ToolParser."""
 from __future__ import annotations
 
 import pytest
-from .tool_parser_support import assert_matches_vllm, assert_split_invariant, deepseek
 
 from parsers.tools.deepseek_v3 import DeepSeekV3ToolParser
 from parsers.tools.deepseek_v31 import DeepSeekV31ToolParser
+
+from .tool_parser_support import assert_matches_vllm, assert_split_invariant, deepseek
 
 BEGIN, END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
 CB, CE, SEP = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"

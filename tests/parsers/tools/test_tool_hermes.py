@@ -3,13 +3,12 @@ vLLM 0.33's Hermes2ProToolParser."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from .tool_parser_support import assert_matches_vllm, assert_split_invariant, qwen3
 
 from parsers._base import make_tool_call_id
 from parsers.tools.hermes_parser import HermesToolParser
+
+from .tool_parser_support import assert_matches_vllm, assert_split_invariant, qwen3
 
 CALL_W = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}\n</tool_call>'
 CALL_S = '<tool_call>\n{"name": "search", "arguments": {"query": "北京 天气 🌧️", "filters": {"a": [1, 2.5, {"b": null}]}}}\n</tool_call>'

@@ -4,9 +4,10 @@ differential tests against vLLM 0.33's Llama3JsonToolParser."""
 from __future__ import annotations
 
 import pytest
-from .tool_parser_support import assert_matches_vllm, assert_split_invariant, comparable, llama3
 
 from parsers.tools.llama3_json import Llama3JsonToolParser
+
+from .tool_parser_support import assert_matches_vllm, assert_split_invariant, comparable, llama3
 
 W = '{"name": "get_weather", "parameters": {"city": "Paris", "unit": "c"}}'
 S = '{"name": "search", "arguments": {"query": "東京 ラーメン 🍜", "filters": {"a": [1, {"b": [true, null]}]}}}'

@@ -5,9 +5,10 @@ v11+ tokenizers: test_tool_mistral_v11.py."""
 from __future__ import annotations
 
 import pytest
-from .tool_parser_support import assert_matches_vllm, assert_split_invariant, mistral_v3
 
 from parsers.tools.mistral import MistralToolParser, mistral_tool_call_id
+
+from .tool_parser_support import assert_matches_vllm, assert_split_invariant, mistral_v3
 
 W = '{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}'
 S = '{"name": "search", "arguments": {"query": "München 天气 ☀️", "filters": {"a": [1, {"b": null}]}}}'

@@ -19,6 +19,7 @@ from parsers.tools.olmo3 import BLOCK_CLOSE, BLOCK_OPEN, Olmo3PythonicToolParser
 
 from ..chunking import collapse_events
 from .test_tool_pythonic import (
+    _random_value,
     assert_exact_arguments,
     assert_streams_like_batch,
     assert_table_total,
@@ -26,7 +27,6 @@ from .test_tool_pythonic import (
     json_values,
     ours,
     vllm_batch,
-    _random_value,
 )
 from .tool_parser_support import (
     assert_matches_vllm,

@@ -7,7 +7,8 @@ import json
 import random
 import zlib
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from parsers.tools._coerce import fix_arg_types
 from parsers.tools._schema import decode_tools, encode_tools, prune_tools

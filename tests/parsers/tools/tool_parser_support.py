@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from parsers._base import ToolParser, ToolParseResult
+
 from ..chunking import Collapsed, CollapsedCall, assert_chunking_invariant
 
 Chunk = tuple[str, list[int]]
