@@ -34,6 +34,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "openai": "parsers.tools.openai:OpenAIToolParser",
     "phi4_mini_json": "parsers.tools.phi4_mini_json:Phi4MiniJsonToolParser",
     "gemma4": "parsers.tools.gemma4:Gemma4ToolParser",
+    "jamba": "parsers.tools.jamba:JambaToolParser",
 }
 
 
@@ -109,6 +110,7 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     # adjust_request skips the JSON-schema structured outputs for required/named.
     "gemma4": ToolParserTraits(supports_required_and_named=False, engine_based=True,
                                json_schema_choice=False),
+    "jamba": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
 }
 
 

@@ -43,7 +43,6 @@ PENDING_TOOL_PARSERS = frozenset({
     "hy_v4",
     "inkling",
     "internlm",
-    "jamba",
     "k2_horizon",
     "kimi_k2",
     "kimi_k3",

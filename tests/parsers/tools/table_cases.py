@@ -108,3 +108,8 @@ CASES["gemma4"] = lambda: (qwen3().vocab, [
     + ",days:3,f:{a:[1]}}<tool_call|> x <|tool_call>:f(a:b)<tool_call|>",
     "<|tool_call>call:f<tool_call|><|tool_call>g{<tool_call|>", "<channel|><|tool_call>call:f{a:" + _G4,
 ])
+CASES["jamba"] = lambda: (qwen3().vocab, [
+    "Hi <tool_calls>[" + _XW + ', {"name": "f", "arguments": 1}] </tool_calls> tail',
+    "<tool_calls> x", "<tool_calls></tool_calls>", "<tool_calls>[" + _XW + "</tool_calls>",
+    "<tool_calls>[" + _XW + "] y", "<tool_calls>[3", "<tool_calls>[] <tool_calls>",
+])
