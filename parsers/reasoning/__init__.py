@@ -27,6 +27,7 @@ REASONING_PARSER_MODULES: dict[str, str] = {
     "step3": "parsers.reasoning.step3:Step3ReasoningParser",
     "step5": "parsers.reasoning.step5:Step5ReasoningParser",
     "gemma4": "parsers.reasoning.gemma4:Gemma4ReasoningParser",
+    "hy_v3": "parsers.reasoning.hy_v3:HyV3ReasoningParser",
 }
 
 # Reasoning families whose vLLM class sets skip_special_tokens=False in `adjust_request`

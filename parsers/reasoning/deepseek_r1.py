@@ -41,7 +41,9 @@ __all__ = ["DeepSeekR1ReasoningParser", "ThinkState", "ThinkPhase"]
 
 THINK_START = "<think>"
 THINK_END = "</think>"
-_MARKERS = MarkerSet((THINK_START, THINK_END))
+# Families spell the think markers their own way (a checkpoint suffix); the parser checks
+# a state's held text against its own markers.
+MAX_THINK_MARKER = 64
 
 
 class ThinkPhase(str, enum.Enum):
@@ -65,7 +67,7 @@ class ThinkState(JsonState):
         if not isinstance(self.phase, ThinkPhase):
             raise ValueError("unknown phase")
         check_ws_runs(self.ws_chars, self.ws_counts)
-        if len(self.held) >= _MARKERS.max_len:
+        if len(self.held) >= MAX_THINK_MARKER:
             raise ValueError("held text longer than a marker")
         if self.ws_chars and self.phase is not ThinkPhase.PRE:
             raise ValueError("whitespace held outside PRE")
@@ -82,8 +84,12 @@ class DeepSeekR1ReasoningParser(ReasoningParser):
         special_tokens: Iterable[str] = (),
     ) -> None:
         super().__init__(vocab, chat_template_kwargs, special_tokens=special_tokens)
-        start_id = vocab.token_to_id(THINK_START)
-        end_id = vocab.token_to_id(THINK_END)
+        self.think_start, self.think_end = self.think_markers()
+        self._markers = MarkerSet((self.think_start, self.think_end))
+        if self._markers.max_len > MAX_THINK_MARKER:
+            raise ParserConfigError(f"{type(self).__name__}: think markers over {MAX_THINK_MARKER} chars")
+        start_id = vocab.token_to_id(self.think_start)
+        end_id = vocab.token_to_id(self.think_end)
         if (start_id is None or end_id is None) and self._needs_think_tokens():
             raise ParserConfigError(
                 f"{type(self).__name__} could not locate think start/end tokens in the tokenizer"
@@ -93,6 +99,10 @@ class DeepSeekR1ReasoningParser(ReasoningParser):
 
     def _needs_think_tokens(self) -> bool:
         return True
+
+    def think_markers(self) -> tuple[str, str]:
+        """The family's (start, end) think markers."""
+        return THINK_START, THINK_END
 
     @classmethod
     def state_type(cls) -> type[ThinkState]:
@@ -137,6 +147,8 @@ class DeepSeekR1ReasoningParser(ReasoningParser):
     def _check(self, state: JsonState) -> ThinkState:
         if not isinstance(state, ThinkState):
             raise StateError(f"{type(self).__name__}: expected ThinkState")
+        if len(state.held) >= self._markers.max_len:
+            raise StateError(f"{type(self).__name__}: held text longer than a marker")
         return state
 
     def _run(self, state: ThinkState, text: str, *, final: bool) -> tuple[ThinkState, list[Event]]:
@@ -151,6 +163,8 @@ class DeepSeekR1ReasoningParser(ReasoningParser):
         # Typed wide: the earlier returns narrowed state.phase, the loop moves it on.
         phase: ThinkPhase = state.phase
         think_seen = state.think_seen
+        segments, held = self._markers.split(state.held + text, final=final)
+        phase, think_seen = state.phase, state.think_seen
         ws_chars, ws_counts = state.ws_chars, state.ws_counts
         for index, (segment, is_marker) in enumerate(segments):
             if phase is ThinkPhase.CONTENT:
@@ -163,7 +177,7 @@ class DeepSeekR1ReasoningParser(ReasoningParser):
                     ws_chars, ws_counts = ws_runs_append(ws_chars, ws_counts, segment)
                     continue
                 ws_chars, ws_counts = "", ()
-                if is_marker and segment == THINK_START:
+                if is_marker and segment == self.think_start:
                     think_seen = True  # drops the whitespace before it
                 elif is_marker:  # </think>
                     sink.reasoning(pending)
@@ -175,7 +189,7 @@ class DeepSeekR1ReasoningParser(ReasoningParser):
             # REASONING
             if not is_marker:
                 sink.reasoning(segment)
-            elif segment == THINK_END:
+            elif segment == self.think_end:
                 phase = ThinkPhase.CONTENT
             elif think_seen:
                 sink.reasoning(segment)  # only the first <think> is stripped

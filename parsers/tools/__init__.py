@@ -35,6 +35,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "phi4_mini_json": "parsers.tools.phi4_mini_json:Phi4MiniJsonToolParser",
     "gemma4": "parsers.tools.gemma4:Gemma4ToolParser",
     "jamba": "parsers.tools.jamba:JambaToolParser",
+    "hy_v3": "parsers.tools.hy_v3:HyV3ToolParser",
 }
 
 
@@ -111,6 +112,7 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "gemma4": ToolParserTraits(supports_required_and_named=False, engine_based=True,
                                json_schema_choice=False),
     "jamba": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
+    "hy_v3": ToolParserTraits(),
 }
 
 

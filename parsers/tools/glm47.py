@@ -33,7 +33,7 @@ value: `json.loads` of both gives the same object); the engine's leading-whitesp
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -137,8 +137,28 @@ def _partial_tag(text: str, tags: Sequence[str]) -> int:
 class ArgPairs:
     """`<arg_key>K</arg_key><arg_value>V</arg_value>` pairs -> the JSON object (module docstring)."""
 
-    def __init__(self, properties: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        properties: Mapping[str, Any],
+        *,
+        tags: tuple[str, str, str, str] = (KEY_START, KEY_END, VALUE_START, VALUE_END),
+        convert: Callable[[str, str], Any] | None = None,
+        streams: Callable[[str], bool] | None = None,
+        strip_keys: bool = True,
+    ) -> None:
+        """`tags`: the key and value tags (families spell them differently); `convert`:
+        (key, raw value) -> the value written (default: vLLM's engine coercion to the key's
+        schema types); `streams`: whether a key's value is written as the raw string it is
+        (default: its schema type is only "string"), so it streams; `strip_keys`: keys are
+        stripped (GLM) or kept verbatim."""
         self.properties = properties
+        self.key_start, self.key_end, self.value_start, self.value_end = tags
+        self.convert = convert or self._coerce
+        self.streams = streams or (lambda key: string_only(properties, key))
+        self.strip_keys = strip_keys
+
+    def _coerce(self, key: str, value: str) -> Any:
+        return coerce_to_schema_type(value, schema_types(self.properties.get(key)))
 
     def start(self, name: str) -> ArgPairsState:
         return ArgPairsState()
@@ -170,17 +190,17 @@ class ArgPairs:
     # -- scanning ----------------------------------------------------------------------
 
     def _seek(self, state: ArgPairsState, text: str, pos: int) -> tuple[ArgPairsState, int]:
-        at = text.find(KEY_START, pos)
+        at = text.find(self.key_start, pos)
         if at != -1:
-            return state.replace(where=Where.KEY, key=""), at + len(KEY_START)
-        held = _partial_tag(text[pos:], (KEY_START,))
+            return state.replace(where=Where.KEY, key=""), at + len(self.key_start)
+        held = _partial_tag(text[pos:], (self.key_start,))
         return state.replace(buf=text[len(text) - held :] if held else ""), len(text)
 
     def _key(self, state: ArgPairsState, text: str, pos: int) -> tuple[ArgPairsState, int]:
-        at = text.find(KEY_END, pos)
+        at = text.find(self.key_end, pos)
         if at != -1:
-            return state.replace(where=Where.GAP, key=state.key + text[pos:at], gap=""), at + len(KEY_END)
-        held = _partial_tag(text[pos:], (KEY_END,))
+            return state.replace(where=Where.GAP, key=state.key + text[pos:at], gap=""), at + len(self.key_end)
+        held = _partial_tag(text[pos:], (self.key_end,))
         stop = len(text) - held
         return state.replace(key=state.key + text[pos:stop], buf=text[stop:]), len(text)
 
@@ -190,16 +210,16 @@ class ArgPairs:
         state = state.replace(gap=state.gap + text[pos:end])
         if end == len(text):
             return state, end
-        if text.startswith(VALUE_START, end):
-            return self._open_value(state, out), end + len(VALUE_START)
-        if VALUE_START.startswith(text[end:]):
+        if text.startswith(self.value_start, end):
+            return self._open_value(state, out), end + len(self.value_start)
+        if self.value_start.startswith(text[end:]):
             return state.replace(buf=text[end:]), len(text)
         # Not a pair yet: the lazy key runs on through this `</arg_key>`.
-        return state.replace(where=Where.KEY, key=state.key + KEY_END + state.gap, gap=""), end
+        return state.replace(where=Where.KEY, key=state.key + self.key_end + state.gap, gap=""), end
 
     def _open_value(self, state: ArgPairsState, out: list[str]) -> ArgPairsState:
-        key = state.key.strip()
-        stream = string_only(self.properties, key)
+        key = state.key.strip() if self.strip_keys else state.key
+        stream = self.streams(key)
         if stream:
             out.append(self._member(state, key) + '"')
             state = state.replace(opened=True)
@@ -209,11 +229,11 @@ class ArgPairs:
         return ("{" if not state.opened else ", ") + json_dumps(key) + ": "
 
     def _value(self, state: ArgPairsState, text: str, pos: int, out: list[str]) -> tuple[ArgPairsState, int]:
-        at = text.find(VALUE_END, pos)
+        at = text.find(self.value_end, pos)
         if at != -1:
             state = self._value_text(state, text[pos:at], out)
-            return self._close_value(state, out), at + len(VALUE_END)
-        held = _partial_tag(text[pos:], (VALUE_END,))
+            return self._close_value(state, out), at + len(self.value_end)
+        held = _partial_tag(text[pos:], (self.value_end,))
         stop = len(text) - held
         state = self._value_text(state, text[pos:stop], out)
         return state.replace(buf=text[stop:]), len(text)
@@ -230,8 +250,7 @@ class ArgPairs:
         if state.stream:
             out.append('"')
         else:
-            types = schema_types(self.properties.get(state.key))
-            value = coerce_to_schema_type(state.value, types)
+            value = self.convert(state.key, state.value)
             out.append(self._member(state, state.key) + json_dumps(value))
             state = state.replace(opened=True)
         return state.replace(where=Where.SEEK, key="", value="", stream=False)

@@ -34,12 +34,14 @@ def family_chat(
     bundle: TokenizerBundle | None = None,
     tools: list[dict[str, Any]] | None = None,
     tool_choice: Any = "auto",
+    chat_template_kwargs: dict[str, Any] | None = None,
 ) -> ChatParser:
     kind, name = ("tool", tool) if tool else ("reasoning", reasoning)
     assert name is not None
     bundle = bundle or family_tokenizer(kind, name)
     r_parser = (
-        get_reasoning_parser(reasoning)(bundle.tokenizer, {}, special_tokens=bundle.special_tokens)
+        get_reasoning_parser(reasoning)(bundle.tokenizer, chat_template_kwargs or {},
+                                        special_tokens=bundle.special_tokens)
         if reasoning else None
     )
     t_parser = get_tool_parser(tool)(bundle.tokenizer, WEATHER_TOOLS if tools is None else tools) if tool else None
@@ -87,7 +89,10 @@ def check_family_vs_vllm(
     for (case, entry), res, sent in zip(entries.items(), out.results, out.cases, strict=True):
         results[case] = res
         prompt = sent.get("prompt_token_ids", [])
-        ours = _ours(chat.parse(entry["text"], REQ, prompt))
+        kwargs = entry.get("chat_template_kwargs")
+        parser = chat if kwargs is None else family_chat(
+            tool=tool, reasoning=reasoning, bundle=bundle, chat_template_kwargs=kwargs)
+        ours = _ours(parser.parse(entry["text"], REQ, prompt))
         if case in vllm_errors:
             assert vllm_errors[case] in res.get("batch_error", ""), (case, res)
             continue

@@ -79,6 +79,17 @@ CASES["hunyuan_a13b"] = lambda: (qwen3().vocab, [
     '<tool_calls> nope </tool_calls><tool_calls>[{"arguments": "s", "name": "f"}, 3', "<tool_calls>[]</tool_calls>",
 ])
 
+_HY = "<tool_call>f<tool_sep><arg_key>a</arg_key> <arg_value>1</arg_value></tool_call>"
+CASES["hy_v3"] = lambda: (_hy4_vocab(), [
+    "Hi <tool_calls>" + _HY + " x " + _HY.replace("</tool_call>", ""), "<tool_calls><tool_call>g</tool_calls>",
+])
+
+
+def _hy4_vocab():  # a Hy vocabulary whose markers carry no suffix
+    from ..family_tokenizers import family_tokenizer
+
+    return family_tokenizer("tool", "hy_v4").tokenizer
+
 
 def family_cases(name: str) -> tuple[TableToolParser, list[str]]:
     vocab, texts = CASES[name]()
