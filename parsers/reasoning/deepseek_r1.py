@@ -159,12 +159,10 @@ class DeepSeekR1ReasoningParser(ReasoningParser):
         if state.phase is ThinkPhase.CONTENT:
             sink.content(state.held + text)
             return state.replace(held=""), sink.events
-        segments, held = _MARKERS.split(state.held + text, final=final)
+        segments, held = self._markers.split(state.held + text, final=final)
         # Typed wide: the earlier returns narrowed state.phase, the loop moves it on.
         phase: ThinkPhase = state.phase
         think_seen = state.think_seen
-        segments, held = self._markers.split(state.held + text, final=final)
-        phase, think_seen = state.phase, state.think_seen
         ws_chars, ws_counts = state.ws_chars, state.ws_counts
         for index, (segment, is_marker) in enumerate(segments):
             if phase is ThinkPhase.CONTENT:

@@ -48,13 +48,12 @@ from typing import Any, ClassVar
 
 from parsers._base import Vocab
 from parsers._errors import ParserConfigError, StateError
-from parsers._state import JsonState
 from parsers.tools._coerce import tool_properties
 from parsers.tools._machine import (
     EOS,
+    MAX_NAME_CHARS,
     TEXT,
     CallState,
-    MAX_NAME_CHARS,
     Run,
     Step,
     Table,
@@ -223,7 +222,7 @@ class HyV3ToolParser(TableToolParser):
             vocab.token_to_id(self.markers[m]) is None for m in ("tool_calls", "/tool_calls")
         ):
             raise ParserConfigError("HYV3 Tool parser could not locate tool call start/end tokens")
-        self.table = _table(self.suffix)  # type: ignore[misc]  # the markers carry the suffix
+        self.table = _table(self.suffix)  # the markers carry the suffix
 
     @property
     def state_tag(self) -> str:
