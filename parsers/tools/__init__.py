@@ -36,6 +36,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "gemma4": "parsers.tools.gemma4:Gemma4ToolParser",
     "jamba": "parsers.tools.jamba:JambaToolParser",
     "hy_v3": "parsers.tools.hy_v3:HyV3ToolParser",
+    "functiongemma": "parsers.tools.functiongemma:FunctionGemmaToolParser",
 }
 
 
@@ -113,6 +114,7 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
                                json_schema_choice=False),
     "jamba": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
     "hy_v3": ToolParserTraits(),
+    "functiongemma": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
 }
 
 

@@ -124,3 +124,11 @@ CASES["jamba"] = lambda: (qwen3().vocab, [
     "<tool_calls> x", "<tool_calls></tool_calls>", "<tool_calls>[" + _XW + "</tool_calls>",
     "<tool_calls>[" + _XW + "] y", "<tool_calls>[3", "<tool_calls>[] <tool_calls>",
 ])
+
+_FG = "<escape>"
+CASES["functiongemma"] = lambda: (qwen3().vocab, [
+    "Hi <start_function_call>call:f{a:" + _FG + "x}" + _FG + ",b:" + _FG + "1" + _FG
+    + "}<end_function_call> t <start_function_call>nope<escape><end_function_call>",
+    "<start_function_call>call:<start_function_call>call:g{x:" + _FG + "y<start_function_call>",
+    "<end_function_call><escape> only",
+])
