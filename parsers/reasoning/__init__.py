@@ -28,10 +28,11 @@ REASONING_PARSER_MODULES: dict[str, str] = {
     "step5": "parsers.reasoning.step5:Step5ReasoningParser",
     "gemma4": "parsers.reasoning.gemma4:Gemma4ReasoningParser",
     "hy_v3": "parsers.reasoning.hy_v3:HyV3ReasoningParser",
+    "kimi_k2": "parsers.reasoning.kimi_k2:KimiK2ReasoningParser",
 }
 
 # Reasoning families whose vLLM class sets skip_special_tokens=False in `adjust_request`
 # (every adapter over vLLM's parser engine does; a legacy class that does is listed too).
 REASONING_KEEPS_SPECIAL_TOKENS: frozenset[str] = frozenset(
-    {"qwen3", "glm45", "glm47", "mistral", "nemotron_v3", "minicpmv", "gemma4"}
+    {"qwen3", "glm45", "glm47", "mistral", "nemotron_v3", "minicpmv", "gemma4", "kimi_k2"}
 )

@@ -37,6 +37,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "jamba": "parsers.tools.jamba:JambaToolParser",
     "hy_v3": "parsers.tools.hy_v3:HyV3ToolParser",
     "functiongemma": "parsers.tools.functiongemma:FunctionGemmaToolParser",
+    "kimi_k2": "parsers.tools.kimi_k2:KimiK2ToolParser",
 }
 
 
@@ -115,6 +116,8 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "jamba": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
     "hy_v3": ToolParserTraits(),
     "functiongemma": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
+    "kimi_k2": ToolParserTraits(supports_required_and_named=False, engine_based=True,
+                                structural_tag_model="kimi"),
 }
 
 

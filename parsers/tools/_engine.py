@@ -338,6 +338,16 @@ class EngineToolParser(TableToolParser):
         """The name a slot's name text commits under (vLLM strips it)."""
         return raw_name.strip()
 
+    def name_text(self, raw_name: str, closing: bool) -> str:
+        """The slot's name text as vLLM keeps it when the slot leaves its name (`closing`:
+        the slot ended before any argument text). Default: as read; a family whose engine
+        resets an unusable name to "" (then found in the arguments) says so here."""
+        return raw_name
+
+    def own_call_id(self, raw_name: str) -> str | None:
+        """The call id the format writes in the name text (None: a deterministic id)."""
+        return None
+
     def announces(self, raw_name: str) -> bool:
         """Whether vLLM sends (announces) this name text when the slot leaves its name."""
         return self.accepts(raw_name)
@@ -472,7 +482,7 @@ def _name_text(run: ERun, text: str) -> None:
 def _arg_text(run: ERun, text: str) -> None:
     call = _slot(run)
     if call.mode is Mode.NAME:
-        call = _leave_name(run, call)
+        call = _leave_name(run, call, closing=False)
     if call.mode is Mode.ARGS:
         _feed_args(run, call, text)
     elif call.mode is Mode.FIND and text:
@@ -481,26 +491,28 @@ def _arg_text(run: ERun, text: str) -> None:
         run.call = call.replace(raw=call.raw + text)
 
 
-def _leave_name(run: ERun, call: EngineCall) -> EngineCall:
+def _leave_name(run: ERun, call: EngineCall, *, closing: bool) -> EngineCall:
     """The slot's name is complete: commit, announce, or hold for a name in the body."""
     parser = run.parser
-    raw_name = call.name.strip() if parser.strips_slot_name else call.name
-    name = parser.commit_name(raw_name)
-    if parser.announces(raw_name):
+    raw = parser.name_text(call.name.strip() if parser.strips_slot_name else call.name, closing)
+    name = parser.commit_name(raw)
+    if parser.announces(raw):
         _announce(run)
     if parser.accepts(name):
-        return _commit(run, call, name)
-    mode = Mode.SKIP if name else Mode.HOLD if raw_name else Mode.FIND
+        return _commit(run, call, name, call_id=parser.own_call_id(raw))
+    mode = Mode.SKIP if name else Mode.HOLD if raw else Mode.FIND
     call = call.replace(mode=mode)
     run.call = call
     return call
 
 
-def _commit(run: ERun, call: EngineCall, name: str, replay: str = "") -> EngineCall:
+def _commit(
+    run: ERun, call: EngineCall, name: str, replay: str = "", call_id: str | None = None
+) -> EngineCall:
     parser = run.parser
     call = call.replace(name=name, mode=Mode.ARGS, raw="", args=parser.arg_format(name).start(name))
     run.call = call
-    run.start_call(name)
+    run.start_call(name, call_id)
     call = run.call
     if replay:
         _feed_args(run, call, replay)
@@ -542,7 +554,7 @@ def _close_slot(run: ERun) -> None:
         if not run.parser.closes_unnamed(call.name):
             run.call = None
             return
-        call = _leave_name(run, call)
+        call = _leave_name(run, call, closing=True)
     if call.mode is Mode.ARGS:
         fmt = run.parser.arg_format(call.name)
         _, out = fmt.end(call.args)

@@ -204,7 +204,41 @@ def _deepseek(call_begin: Callable[[str], str], call_end: str, separator: str) -
     return build
 
 
+_KIMI_SECTION_BEGIN = "<|tool_calls_section_begin|>"
+_KIMI_SECTION_END = "<|tool_calls_section_end|>"
+_KIMI_CALL_BEGIN = "<|tool_call_begin|>"
+
+
+def _kimi(tools: list[TagTool], choice: str, single_call: bool) -> dict[str, Any]:
+    """xgrammar "kimi": `functions.NAME:IDX` calls inside one tool-calls section."""
+    calls = [
+        _tag(
+            f"{_KIMI_CALL_BEGIN}functions.{tool.name}:",
+            {"type": "sequence", "elements": [
+                {"type": "regex", "pattern": r"\d+"},
+                {"type": "const_string", "value": "<|tool_call_argument_begin|>"},
+                _json_schema(tool.argument_schema),
+            ]},
+            "<|tool_call_end|>",
+        )
+        for tool in tools
+    ]  # fmt: skip
+    begin = {"type": "const_string", "value": _KIMI_SECTION_BEGIN}
+    end = {"type": "const_string", "value": _KIMI_SECTION_END}
+    if choice == "forced":
+        return {"type": "sequence", "elements": [begin, calls[0], end]}
+    if choice == "required":
+        return {"type": "sequence", "elements": [begin, _separated(calls, "", single_call), end]}
+    if not calls:
+        return {"type": "any_text", "excludes": list(_THINK_EXCLUDES), "max_tokens": None, "max_chars": None}
+    section = _tag(_KIMI_SECTION_BEGIN, _separated(calls, "", single_call), _KIMI_SECTION_END)
+    return _triggered(
+        [_KIMI_SECTION_BEGIN], [section], single_call, excludes=(*_THINK_EXCLUDES, _KIMI_CALL_BEGIN)
+    )
+
+
 _BUILDERS: dict[str, Callable[[list[TagTool], str, bool], dict[str, Any]]] = {
+    "kimi": _kimi,
     "hermes": _hermes,
     "llama": _llama,
     "qwen_3_coder": _qwen3_coder,

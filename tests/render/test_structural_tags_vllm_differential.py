@@ -81,6 +81,7 @@ PARSERS: dict[str, tuple[str, str | None]] = {
     "llama4_json": ("llama3_1", None),
     "deepseek_v3": ("deepseek_r1", "deepseek_r1"),
     "deepseek_v31": ("deepseek_r1", "deepseek_r1"),
+    "kimi_k2": ("qwen3", None),
 }
 STRICT_LEVELS = ("auto", "function", "parameter")
 TAG_MODELS = {
@@ -92,6 +93,7 @@ TAG_MODELS = {
     "qwen3_xml": "qwen_3_coder",
     "deepseek_v3": "deepseek_r1",
     "deepseek_v31": "deepseek_v3_1",
+    "kimi_k2": "kimi",
 }
 ALIASES = ("qwen3_json", "qwen3_xml", "llama4_json")  # the same vLLM parser class as another
 

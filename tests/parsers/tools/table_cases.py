@@ -132,3 +132,15 @@ CASES["functiongemma"] = lambda: (qwen3().vocab, [
     "<start_function_call>call:<start_function_call>call:g{x:" + _FG + "y<start_function_call>",
     "<end_function_call><escape> only",
 ])
+_KIMI = "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"
+CASES["kimi_k2"] = lambda: (_kimi_vocab(), [
+    f'Hi {_KIMI}{{"city": "x", "days": "3"}} t<|tool_call_end|><|tool_call_begin|>f<|tool_call_end|> x',
+    '<|tool_calls_section_begin|><|tool_call_begin|>g<|tool_call_argument_begin|>{"name": "f"}'
+    "<|tool_calls_section_end|></think><|tool_calls_section_end|>",
+])
+
+
+def _kimi_vocab():
+    from ..family_tokenizers import family_tokenizer
+
+    return family_tokenizer("tool", "kimi_k2").tokenizer
