@@ -38,6 +38,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "hy_v3": "parsers.tools.hy_v3:HyV3ToolParser",
     "functiongemma": "parsers.tools.functiongemma:FunctionGemmaToolParser",
     "kimi_k2": "parsers.tools.kimi_k2:KimiK2ToolParser",
+    "internlm": "parsers.tools.internlm:InternLMToolParser",
 }
 
 
@@ -118,6 +119,7 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "functiongemma": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
     "kimi_k2": ToolParserTraits(supports_required_and_named=False, engine_based=True,
                                 structural_tag_model="kimi"),
+    "internlm": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
 }
 
 

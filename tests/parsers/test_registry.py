@@ -40,7 +40,6 @@ PENDING_TOOL_PARSERS = frozenset({
     "hf",
     "hy_v4",
     "inkling",
-    "internlm",
     "k2_horizon",
     "kimi_k3",
     "lfm2",

@@ -144,3 +144,8 @@ def _kimi_vocab():
     from ..family_tokenizers import family_tokenizer
 
     return family_tokenizer("tool", "kimi_k2").tokenizer
+_IA, _IE = "<|action_start|><|plugin|>", "<|action_end|>"
+CASES["internlm"] = lambda: (qwen3().vocab, [
+    "Hi " + _IA + "x\n" + _XW + _IE + " t " + _IA + '{"name": 3}' + _IE,
+    _IA + _IA + _IE, _IA + " " + _IE, _IA + '{"parameters": {}, "name": "f"}', _IA + "{",
+])
