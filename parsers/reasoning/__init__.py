@@ -15,6 +15,8 @@ REASONING_PARSER_MODULES: dict[str, str] = {
     "deepseek_v3": "parsers.reasoning.deepseek_v3:DeepSeekV3ReasoningParser",
     "glm45": "parsers.reasoning.glm45:Glm45ReasoningParser",
     "glm47": "parsers.reasoning.glm45:Glm47ReasoningParser",
+    "minimax_m2": "parsers.reasoning.minimax_m2:MinimaxM2ReasoningParser",
+    "minimax_m2_append_think": "parsers.reasoning.minimax_m2:MinimaxM2AppendThinkReasoningParser",
     "granite": "parsers.reasoning.granite:GraniteReasoningParser",
     "mistral": "parsers.reasoning.mistral:MistralReasoningParser",
     "nemotron_v3": "parsers.reasoning.nemotron_v3:NemotronV3ReasoningParser",
@@ -34,5 +36,5 @@ REASONING_PARSER_MODULES: dict[str, str] = {
 # Reasoning families whose vLLM class sets skip_special_tokens=False in `adjust_request`
 # (every adapter over vLLM's parser engine does; a legacy class that does is listed too).
 REASONING_KEEPS_SPECIAL_TOKENS: frozenset[str] = frozenset(
-    {"qwen3", "glm45", "glm47", "mistral", "nemotron_v3", "minicpmv", "gemma4", "kimi_k2"}
+    {"qwen3", "glm45", "glm47", "mistral", "nemotron_v3", "minicpmv", "gemma4", "kimi_k2", "minimax_m2"}
 )

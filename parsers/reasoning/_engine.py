@@ -63,6 +63,8 @@ class Action(enum.Enum):
     TO_CONTENT = "to_content"  # reasoning ends; marker vanishes
     TO_REASONING = "to_reasoning"  # reasoning (re)starts; marker vanishes
     KEEP_TO_CONTENT = "keep_to_content"  # reasoning ends; marker is content (tool opener)
+    OPEN = "open"  # a tool opener in content: marker is content, a tool span opens
+    CLOSE = "close"  # a tool closer with a content transition: text inside a span, else dropped
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,9 @@ class EngineSpec:
     turn_boundaries: tuple[str, ...] = ()
     start_opens_reasoning: bool = True
     drop_special_tokens: bool = True
+    # Tool exits (markers leaving a tool state): text wherever they have no action, and they
+    # close the tool span (vLLM's `_in_skipped_tool_span`, read by Action.CLOSE).
+    tool_exits: frozenset[str] = frozenset()
 
 
 class EventSink:
@@ -111,6 +116,7 @@ class EngineReasoningState(JsonState):
     held: str = ""  # tail that may be the start of a marker
     ws_chars: str = ""  # trailing reasoning whitespace not yet emitted (run-length encoded)
     ws_counts: tuple[int, ...] = ()
+    span: bool = False  # inside a tool span the reasoning pass forwards as content
 
     def __post_init__(self) -> None:
         if not isinstance(self.phase, Phase):
@@ -252,8 +258,13 @@ class EngineReasoningParser(ReasoningParser):
         segments, held = self._markers.split(state.held + text, final=final)
         phase = state.phase
         ws_chars, ws_counts = state.ws_chars, state.ws_counts
+        span = state.span
         for segment, is_marker in segments:
             action = self._action(phase, segment) if is_marker else None
+            if action is Action.CLOSE:
+                action, span = (None if span else Action.DROP), False
+            elif action is None and is_marker and segment in self.spec.tool_exits:
+                span = False
             if action is None:
                 if phase is Phase.REASONING:
                     ws_chars, ws_counts = self._emit_reasoning(sink, segment, ws_chars, ws_counts)
@@ -263,11 +274,11 @@ class EngineReasoningParser(ReasoningParser):
                 phase = Phase.CONTENT
             elif action is Action.TO_REASONING:
                 phase = Phase.REASONING
-            elif action is Action.KEEP_TO_CONTENT:
-                phase = Phase.CONTENT
+            elif action in (Action.KEEP_TO_CONTENT, Action.OPEN):
+                phase, span = Phase.CONTENT, True
                 sink.content(segment)
             # Action.DROP: the marker vanishes.
-        new_state = EngineReasoningState(phase, held, ws_chars, ws_counts)
+        new_state = EngineReasoningState(phase, held, ws_chars, ws_counts, span)
         return new_state, sink.events
 
     def _action(self, phase: Phase, marker: str) -> Action | None:

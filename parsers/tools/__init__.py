@@ -39,6 +39,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "functiongemma": "parsers.tools.functiongemma:FunctionGemmaToolParser",
     "kimi_k2": "parsers.tools.kimi_k2:KimiK2ToolParser",
     "internlm": "parsers.tools.internlm:InternLMToolParser",
+    "minimax_m2": "parsers.tools.minimax_m2:MinimaxM2ToolParser",
 }
 
 
@@ -120,6 +121,7 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "kimi_k2": ToolParserTraits(supports_required_and_named=False, engine_based=True,
                                 structural_tag_model="kimi"),
     "internlm": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
+    "minimax_m2": ToolParserTraits(engine_based=True, structural_tag_model="minimax"),
 }
 
 

@@ -30,7 +30,7 @@ leading-whitespace rule (`_engine`).
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -42,7 +42,7 @@ from parsers.tools._base import json_dumps
 from parsers.tools._coerce import coerce_to_schema_type, schema_types
 from parsers.tools._engine import WS, EngineSpec, EngineToolParser, Ev, S, Tr, string_only
 
-__all__ = ["Qwen3CoderToolParser", "QWEN3_XML_SPEC", "ParamArgs", "ParamState"]
+__all__ = ["Qwen3CoderToolParser", "QWEN3_XML_SPEC", "QWEN3_PARAMS", "ParamArgs", "ParamState", "ParamSyntax"]
 
 TOOL_START, TOOL_END = "<tool_call>", "</tool_call>"
 FUNC_PREFIX, FUNC_END = "<function=", "</function>"
@@ -82,9 +82,31 @@ QWEN3_XML_SPEC = EngineSpec(
 
 # -- the argument format ------------------------------------------------------------------
 
-_HEADER = regex.compile(rf"<{WS}parameter{WS}={WS}([^>]*)>")
-_VALUE_END = regex.compile(rf"<{WS}/{WS}parameter{WS}>")
-_NEXT_HEADER = regex.compile(rf"<{WS}parameter{WS}=")
+
+@dataclass(frozen=True)
+class ParamSyntax:
+    """How a family's `<parameter ...>VALUE` arguments are written (vLLM's converter regex).
+
+    header: one parameter's opening tag; `name(match)` its name ("" with `skip_empty`: the
+    parameter is read and dropped). value_end / next_header: what ends a value (its closing
+    tag, or the next opening tag, which stays). trim_newline: a value loses one leading and
+    one trailing newline. preferred: the header alternatives the regex tries first; while one
+    of them may still match the text, a match of a later alternative is not final."""
+
+    header: regex.Pattern[str]
+    value_end: regex.Pattern[str]
+    next_header: regex.Pattern[str]
+    name: Callable[[regex.Match[str]], str] = lambda match: match.group(1)
+    trim_newline: bool = True
+    skip_empty: bool = False
+    preferred: regex.Pattern[str] | None = None
+
+
+QWEN3_PARAMS = ParamSyntax(
+    header=regex.compile(rf"<{WS}parameter{WS}={WS}([^>]*)>"),
+    value_end=regex.compile(rf"<{WS}/{WS}parameter{WS}>"),
+    next_header=regex.compile(rf"<{WS}parameter{WS}="),
+)
 
 
 class Where(enum.StrEnum):
@@ -97,7 +119,7 @@ class ParamState(JsonState):
     """buf: BETWEEN: a header still being read; VALUE: a possible end tag still being read.
     key: the open parameter's name. stream: its value streams (else it is held in value).
     started: a streamed value is past its first character; nl: a streamed value's trailing
-    newline is held. opened: the `{` was written."""
+    newline is held. opened: the `{` was written. skip: the open parameter is dropped."""
 
     where: Where = Where.BETWEEN
     buf: str = ""
@@ -107,6 +129,7 @@ class ParamState(JsonState):
     started: bool = False
     nl: bool = False
     opened: bool = False
+    skip: bool = False
 
     def held_chars(self) -> int:
         return len(self.buf) + len(self.key) + len(self.value)
@@ -115,8 +138,9 @@ class ParamState(JsonState):
 class ParamArgs:
     """`<parameter=NAME>VALUE</parameter>` arguments -> the JSON object (module docstring)."""
 
-    def __init__(self, properties: Mapping[str, Any]) -> None:
+    def __init__(self, properties: Mapping[str, Any], syntax: ParamSyntax = QWEN3_PARAMS) -> None:
         self.properties = properties
+        self.syntax = syntax
 
     def start(self, name: str) -> ParamState:
         return ParamState()
@@ -148,20 +172,32 @@ class ParamArgs:
         at = text.find("<", pos)
         if at == -1:
             return state, len(text)
-        header = _HEADER.match(text, at)
-        if header is not None:
-            return self._open_value(state, header.group(1), out), header.end()
-        if _HEADER.fullmatch(text, at, partial=True):
+        syntax = self.syntax
+        header = syntax.header.match(text, at)
+        if header is not None and not self._undecided(text, at):
+            return self._open_value(state, syntax.name(header), out), header.end()
+        if header is not None or syntax.header.fullmatch(text, at, partial=True):
             return state.replace(buf=text[at:]), len(text)
         return state, at + 1
 
+    def _undecided(self, text: str, at: int) -> bool:
+        """A header alternative the regex prefers may still match once more text comes."""
+        preferred = self.syntax.preferred
+        if preferred is None:
+            return False
+        found = preferred.match(text, at, partial=True)
+        return found is not None and found.partial
+
     def _open_value(self, state: ParamState, key: str, out: list[str]) -> ParamState:
+        if self.syntax.skip_empty and not key:
+            return state.replace(where=Where.VALUE, key="", stream=False, value="", started=False,
+                                 nl=False, skip=True)  # fmt: skip
         stream = string_only(self.properties, key)
         if stream:
             out.append(self._member(state, key) + '"')
             state = state.replace(opened=True)
         return state.replace(where=Where.VALUE, key=key, stream=stream, value="",
-                             started=False, nl=False)  # fmt: skip
+                             started=False, nl=False, skip=False)  # fmt: skip
 
     def _member(self, state: ParamState, key: str) -> str:
         return ("{" if not state.opened else ", ") + json_dumps(key) + ": "
@@ -171,20 +207,26 @@ class ParamArgs:
         if at == -1:
             return self._value_text(state, text[pos:], out), len(text)
         state = self._value_text(state, text[pos:at], out)
-        closing = _VALUE_END.match(text, at)
+        syntax = self.syntax
+        closing = syntax.value_end.match(text, at)
         if closing is not None:
             return self._close_value(state, out), closing.end()
-        if _NEXT_HEADER.match(text, at) is not None:
+        if syntax.next_header.match(text, at) is not None:
             return self._close_value(state, out), at
-        if _VALUE_END.fullmatch(text, at, partial=True) or _NEXT_HEADER.fullmatch(text, at, partial=True):
+        if syntax.value_end.fullmatch(text, at, partial=True) or syntax.next_header.fullmatch(
+            text, at, partial=True
+        ):
             return state.replace(buf=text[at:]), len(text)
         return self._value_text(state, "<", out), at + 1
 
     def _value_text(self, state: ParamState, text: str, out: list[str]) -> ParamState:
-        if not text:
+        if not text or state.skip:
             return state
         if not state.stream:
             return state.replace(value=state.value + text)
+        if not self.syntax.trim_newline:
+            out.append(json_string_body(text))
+            return state
         if not state.started:
             text = text.removeprefix("\n")
             state = state.replace(started=True)
@@ -194,15 +236,19 @@ class ParamArgs:
         return state.replace(nl=nl)
 
     def _close_value(self, state: ParamState, out: list[str]) -> ParamState:
-        if state.stream:
+        if state.skip:
+            pass
+        elif state.stream:
             out.append('"')
         else:
-            value = state.value.removeprefix("\n").removesuffix("\n")
+            value = state.value
+            if self.syntax.trim_newline:
+                value = value.removeprefix("\n").removesuffix("\n")
             types = schema_types(self.properties.get(state.key))
             out.append(self._member(state, state.key) + json_dumps(coerce_to_schema_type(value, types)))
             state = state.replace(opened=True)
         return state.replace(where=Where.BETWEEN, key="", value="", stream=False, started=False,
-                             nl=False)  # fmt: skip
+                             nl=False, skip=False)  # fmt: skip
 
 
 class Qwen3CoderToolParser(EngineToolParser):

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from parsers._base import ToolParser
+from parsers import ChatParser
+from parsers._base import ReasoningParser, ToolParser
 
 from ..family_corpus import corpus_entries, family_markers, hostile_variants
 from ..family_oracle import FamilyResult, vllm_family
@@ -15,7 +16,8 @@ from ..family_tokenizers import family_tokenizer
 from ..tokenizers_util import TokenizerBundle
 from .tool_parser_support import assert_split_invariant
 
-__all__ = ["family_cases_for", "run_oracle", "batch_mismatches", "assert_stream_equals_batch"]
+__all__ = ["family_cases_for", "run_oracle", "batch_mismatches", "assert_stream_equals_batch",
+           "reasoning_mismatches", "composed_mismatches", "leading_ws_only", "open_value_kept"]
 
 
 def family_cases_for(
@@ -31,7 +33,7 @@ def family_cases_for(
         richest = max(entries, key=lambda e: len(e["text"]))
         markers = family_markers("tool", name, richest["text"])
         for key, text in hostile_variants(richest["text"], markers, max_cuts=max_cuts).items():
-            cases[f"{name}:hostile:{key}"] = {"text": text}
+            cases[f"{name}:hostile:{key}"] = {"text": text, "prompt": richest.get("prompt")}
     for key, text in own.items():
         cases[key] = {"text": text}
     return cases
@@ -123,3 +125,67 @@ def assert_stream_equals_batch(
     for text in texts:
         pieces = [(p, []) for p in bundle.pieces(text)] if text else [("", [])]
         assert_split_invariant(parser, text, pieces)
+
+
+def reasoning_mismatches(
+    parser: ReasoningParser,
+    cases: Mapping[str, Mapping[str, Any]],
+    results: Mapping[str, Mapping[str, Any]],
+    bundle: TokenizerBundle,
+    divergences: Mapping[str, str] = {},
+) -> dict[str, Any]:
+    """Cases where our reasoning split differs from vLLM's reasoning parser alone (with the
+    case's prompt, as vLLM's batch sees it)."""
+    bad: dict[str, Any] = {}
+    for name, case in cases.items():
+        res = results[name]
+        if "reasoning" not in res:
+            bad[name] = "vLLM error: " + str(res.get("reasoning_error"))
+            continue
+        prompt = bundle.encode(case["prompt"]) if case.get("prompt") else []
+        got = parser.parse(case["text"], prompt)
+        ours = {"reasoning": got.reasoning, "content": got.content}
+        equal = ours == res["reasoning"]
+        if name in divergences:
+            if equal:
+                bad[name] = "named divergence does not diverge"
+        elif not equal:
+            bad[name] = {"ours": ours, "vllm": res["reasoning"]}
+    return bad
+
+
+def composed_mismatches(
+    chat: ChatParser,
+    cases: Mapping[str, Mapping[str, Any]],
+    results: Mapping[str, Mapping[str, Any]],
+    bundle: TokenizerBundle,
+    divergences: Mapping[str, str] = {},
+    same_object: Callable[[str], bool] = lambda name: False,
+) -> dict[str, Any]:
+    """Cases where our combined parser (reasoning, content, calls) differs from vLLM's
+    composed batch; shapes of the tool divergences are recognised as in `batch_mismatches`."""
+    import json
+
+    bad: dict[str, Any] = {}
+    for name, case in cases.items():
+        res = results[name]
+        if "batch" not in res:
+            bad[name] = "vLLM error: " + str(res.get("batch_error"))
+            continue
+        prompt = bundle.encode(case["prompt"]) if case.get("prompt") else []
+        got = chat.parse(case["text"], "req-1", prompt)
+        batch = res["batch"]
+        ours_t = (got.content, [(c.name, c.arguments) for c in got.tool_calls])
+        theirs_t = (batch["content"], [(c["name"], c["arguments"]) for c in batch["tool_calls"]])
+        equal = got.reasoning == batch["reasoning"] and (
+            ours_t == theirs_t or leading_ws_only(ours_t, theirs_t)
+            or (":hostile:cut@" in name and open_value_kept(ours_t, theirs_t))
+            or (same_object(name) and ours_t[0] == theirs_t[0]
+                and [(n, json.loads(a)) for n, a in ours_t[1]]
+                == [(n, json.loads(a)) for n, a in theirs_t[1]]))  # fmt: skip
+        if name in divergences:
+            if equal:
+                bad[name] = "named divergence does not diverge"
+        elif not equal:
+            bad[name] = {"ours": [got.reasoning, *ours_t], "vllm": [batch["reasoning"], *theirs_t]}
+    return bad

@@ -111,6 +111,11 @@ CASES["xlam"] = lambda: (qwen3().vocab, [
 CASES["phi4_mini_json"] = lambda: (qwen3().vocab, [
     "Hi functools[" + _XW + ', {"name": "f", "parameters": {}}] tail functools[', "functools[3]",
     "functools[" + _XW + ",", "functools[] x", 'functools[{"name": "f"}', "functools",
+
+_MINIMAX = ('Hi <minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n'
+            "<parameter name=days>3</parameter>\n</invoke>\n</minimax:tool_call> t")
+CASES["minimax_m2"] = lambda: (qwen3().vocab, [
+    _MINIMAX, "<invoke name='f'><parameter name=\"a\">1<parameter name=''>x</invoke></think>",
 ])
 
 _G4 = '<|"|>'
