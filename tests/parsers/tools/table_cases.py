@@ -111,6 +111,7 @@ CASES["xlam"] = lambda: (qwen3().vocab, [
 CASES["phi4_mini_json"] = lambda: (qwen3().vocab, [
     "Hi functools[" + _XW + ', {"name": "f", "parameters": {}}] tail functools[', "functools[3]",
     "functools[" + _XW + ",", "functools[] x", 'functools[{"name": "f"}', "functools",
+])
 
 _MINIMAX = ('Hi <minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n'
             "<parameter name=days>3</parameter>\n</invoke>\n</minimax:tool_call> t")
