@@ -258,7 +258,7 @@ class ArgPairs:
 
 class Glm47ToolParser(EngineToolParser):
     name: ClassVar[str] = "glm45"
-    spec: ClassVar[EngineSpec] = glm47_spec(True)
+    spec = glm47_spec(True)
     args_state: ClassVar[type[JsonState]] = ArgPairsState
     # vLLM's GLM engine strips the slot's name before it decides anything about it.
     strips_slot_name: ClassVar[bool] = True

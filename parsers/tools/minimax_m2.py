@@ -82,7 +82,7 @@ MINIMAX_PARAMS = ParamSyntax(
 
 class MinimaxM2ToolParser(EngineToolParser):
     name: ClassVar[str] = "minimax_m2"
-    spec: ClassVar[EngineSpec] = MINIMAX_M2_SPEC
+    spec = MINIMAX_M2_SPEC
     args_state: ClassVar[type[JsonState]] = ParamState
 
     def arg_format(self, name: str) -> ParamArgs:
