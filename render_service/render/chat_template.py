@@ -1,8 +1,8 @@
 """Applying a chat template: transformers' `apply_chat_template(tokenize=False)` semantics.
 
-`render_chat_template` reproduces what transformers 5.24 does between `apply_chat_template` and
-`Template.render` for one conversation: drop None-valued message keys, alias reasoning fields
-(`reasoning_content`/`thinking`), pass the special-tokens map under the kwargs, handle
+`render_chat_template` reproduces what transformers (5.19, as vLLM 0.33 pins <5.21) does between `apply_chat_template` and
+`Template.render` for one conversation: drop None-valued message keys, alias `reasoning` as
+`reasoning_content` (as vLLM 0.33 does), pass the special-tokens map under the kwargs, handle
 `continue_final_message` with the same tag trick and error messages, and render. It adds the
 deadline and output budget of `jinja_env` and turns every failure into `TemplateRenderError`
 carrying the message vLLM puts in its 400 (the innermost Jinja error, else `str(exc)`).
@@ -35,7 +35,6 @@ __all__ = [
 ]
 
 ContentFormat = Literal["string", "openai"]
-_REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 _CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
 # Parameters of transformers' apply_chat_template (vLLM accepts these kwargs for any template).
 HF_APPLY_CHAT_TEMPLATE_PARAMS = frozenset(
@@ -166,13 +165,14 @@ def _generate(
 
 
 def _alias_reasoning_fields(chat: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """vLLM 0.33's compatibility alias: `reasoning` is also `reasoning_content`. Nothing
+    else: transformers 5.21+ also fills `thinking`, which vLLM 0.33 (transformers <5.21)
+    never passes, and templates that read it (LFM2.5-VL) would render past reasoning."""
     out = []
     for message in chat:
-        reasoning = next(
-            (message[k] for k in _REASONING_FIELDS if message.get(k) is not None), None
-        )
-        if reasoning is not None:
-            message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
+        reasoning = message.get("reasoning")
+        if reasoning is not None and message.get("reasoning_content") is None:
+            message = {**message, "reasoning_content": reasoning}
         out.append(message)
     return out
 
@@ -192,8 +192,6 @@ def _tag_final_message(
             f'continue_final_message is set but the final message has no "{field}" to continue!'
         )
     fields = [field]
-    if field in _REASONING_FIELDS:
-        fields = [f for f in _REASONING_FIELDS if chat[-1].get(f) == final_message]
     if not any(f in source for f in fields):
         raise ValueError(
             f'continue_final_message is set to "{field}" but this is not an accepted field in '

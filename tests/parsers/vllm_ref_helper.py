@@ -12,6 +12,7 @@ Protocol: one JSON object per line on stdin, one JSON object per line on stdout
   algorithm rebuilds this same parser state) -> concatenated deltas.
 * replay_cpu: CPU seconds of derender's replay algorithm over token chunks (for bench/).
 * reasoning_tokens: vLLM's reasoning-token counts for `cases` (reasoning_tokens_ref.py).
+* chat_templates: chat templates rendered by this venv's transformers (vLLM 0.33 pins <5.21).
 * family: any registered tool and/or reasoning parser on many cases in one call: composed
   batch, tool parser alone, reasoning parser alone, composed stream with its per-chunk
   tool-call deltas, and reasoning-token counts (see `op_family`; client: family_oracle.py).
@@ -543,7 +544,24 @@ def op_harmony_one(req):
     return results
 
 
-OPS = {"harmony": op_harmony, "family": op_family, "family_construct": op_family_construct,
+def op_chat_templates(req):
+    """Render each case with this venv's transformers (what vLLM 0.33's HF renderer calls,
+    `render_jinja_template` under `apply_chat_template(tokenize=False)`): text or error."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    out = []
+    for case in req["cases"]:
+        try:
+            rendered, _ = render_jinja_template(
+                [case["conversation"]], tools=case.get("tools"), chat_template=case["template"],
+                add_generation_prompt=case.get("add_generation_prompt", True), **case.get("kwargs", {}))
+            out.append({"text": rendered[0]})
+        except Exception as exc:  # a template's refusal is a result
+            out.append({"error": _err(exc)})
+    return out
+
+
+OPS = {"chat_templates": op_chat_templates, "harmony": op_harmony, "family": op_family, "family_construct": op_family_construct,
        "registries": op_registries, "tool_traits": op_tool_traits, "detok": op_detok, "parse": op_parse, "stream": op_stream,
        "replay_cpu": op_replay_cpu, "reasoning_tokens": op_reasoning_tokens}
 
