@@ -40,6 +40,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "kimi_k2": "parsers.tools.kimi_k2:KimiK2ToolParser",
     "internlm": "parsers.tools.internlm:InternLMToolParser",
     "minimax_m2": "parsers.tools.minimax_m2:MinimaxM2ToolParser",
+    "gigachat3": "parsers.tools.gigachat3:GigaChat3ToolParser",
 }
 
 
@@ -122,6 +123,7 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
                                 structural_tag_model="kimi"),
     "internlm": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
     "minimax_m2": ToolParserTraits(engine_based=True, structural_tag_model="minimax"),
+    "gigachat3": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
 }
 
 

@@ -34,7 +34,6 @@ PENDING_TOOL_PARSERS = frozenset({
     "deepseek_v4",
     "deepseek_v41",
     "dots",
-    "gigachat3",
     "granite-20b-fc",
     "granite4",
     "hf",

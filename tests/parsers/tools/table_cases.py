@@ -90,6 +90,11 @@ def _hy4_vocab():  # a Hy vocabulary whose markers carry no suffix
 
     return family_tokenizer("tool", "hy_v4").tokenizer
 
+CASES["gigachat3"] = lambda: (qwen3().vocab, [
+    'Hi<|message_sep|>\n\nfunction call<|role_sep|>\n{"name": "f", "arguments": {"a": 1}} x',
+    "<|message_sep|> other", '<|function_call|>{"arguments": {}, "name": "f"}', "<|message_sep|>function call<|role_sep|>x",
+])
+
 
 def family_cases(name: str) -> tuple[TableToolParser, list[str]]:
     vocab, texts = CASES[name]()
