@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from parsers._errors import StateError
-from parsers._state import JsonState
 from parsers.tools._base import json_dumps
 from parsers.tools._json_calls import JsonCall, JsonCallReader
 from parsers.tools._machine import (
