@@ -38,5 +38,8 @@ if [ ! -f "$ref/.done" ]; then
   "$ref/bin/python" -m pip install -q orjson
   touch "$ref/.done"
 fi
+# vllm/parser/cohere_command.py (cohere_command3/4) imports cohere_melody, which vLLM 0.33
+# does not depend on; checked outside the .done block so existing reference venvs get it too.
+"$ref/bin/python" -c "import cohere_melody" 2>/dev/null || "$ref/bin/python" -m pip install -q cohere-melody==0.15.3
 echo "vllm engine venv: $engine"
 echo "vllm reference venv: $ref"

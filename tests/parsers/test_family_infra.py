@@ -34,12 +34,8 @@ pytestmark = pytest.mark.vllm
 ALL_NAMES = sorted(set(REGISTERED_TOOL_PARSERS) | set(REGISTERED_REASONING_PARSERS))
 
 # Composed parsers vLLM cannot build in the reference venv, with why (a recorded result).
-KNOWN_COMPOSED_FAILURES = {
-    # vllm/parser/cohere_command.py imports cohere_melody, which vLLM 0.33 does not depend on
-    # and .ci/install_vllm.sh does not install.
-    "cohere_command3": "cohere_melody",
-    "cohere_command4": "cohere_melody",
-}
+# (cohere_command3/4 need cohere_melody, which .ci/install_vllm.sh installs: none left.)
+KNOWN_COMPOSED_FAILURES: dict[str, str] = {}
 
 # vLLM raises on some real outputs of these families; the error is the recorded result.
 KNOWN_CASE_ERRORS = {
