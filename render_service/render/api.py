@@ -47,6 +47,7 @@ from render_service.render.chat_prompt import (
 )
 from render_service.render.completion import render_completion
 from render_service.render.context import RenderContext
+from render_service.render.harmony import harmony_prompt_ids
 from render_service.render.parser_support import ParserSupport
 from render_service.render.prompt_limits import TokenizeLimits
 
@@ -180,6 +181,9 @@ class Renderer:
         self.check_model(request.model)
         config = self._config
         tool_dicts = None if request.tools is None else [tool.model_dump() for tool in request.tools]
+        if self._bundle.is_harmony:  # vLLM renders the chat with Harmony, as chat render does
+            ids = harmony_prompt_ids(self._bundle, config, request, tool_dicts)
+            return self._tokenize_response(ids, request.return_token_strs)
         check_template_trust(request.chat_template, request.chat_template_kwargs, config.trust_request_chat_template)
         check_mm_kwargs(request, config.trust_request_mm_kwargs)
         request_kwargs = merge_kwargs(

@@ -20,6 +20,7 @@ from render_service.render.chat_prompt import (
 )
 from render_service.render.context import RenderContext
 from render_service.render.generate_request import generate_request, sampling_inputs
+from render_service.render.harmony import harmony_prompt_ids
 from render_service.render.messages import count_history_tool_calls
 from render_service.render.prompt_limits import TokenizeLimits, max_tokens_for
 from render_service.render.sampling import SamplingInputs, build_sampling_params
@@ -39,13 +40,14 @@ def render_chat(
         raise BadRequestError("Beam search is not supported by the render endpoint")
     config, bundle = ctx.config, ctx.bundle
     _check_sizes(request, config)
-    check_tool_choice_gate(
-        request,
-        has_tool_parser=ctx.parsers.tool_parser is not None,
-        auto_tools=config.enable_auto_tool_choice,
-    )
-    check_template_trust(request.chat_template, request.chat_template_kwargs, config.trust_request_chat_template)
-    check_mm_kwargs(request, config.trust_request_mm_kwargs)
+    if not bundle.is_harmony:  # vLLM's Harmony path has no tool-choice gate and no template
+        check_tool_choice_gate(
+            request,
+            has_tool_parser=ctx.parsers.tool_parser is not None,
+            auto_tools=config.enable_auto_tool_choice,
+        )
+        check_template_trust(request.chat_template, request.chat_template_kwargs, config.trust_request_chat_template)
+        check_mm_kwargs(request, config.trust_request_mm_kwargs)
     request_kwargs = request_template_kwargs(
         config,
         chat_template_kwargs=request.chat_template_kwargs,
@@ -55,19 +57,25 @@ def render_chat(
         reasoning_effort=request.reasoning_effort,
     )
     effective_kwargs = merge_kwargs(ctx.server_template_kwargs, request_kwargs)
-    prompt = render_chat_prompt(
-        bundle,
-        config,
-        request,
-        tool_dicts=_tool_dicts(request, config),
-        request_kwargs=request_kwargs,
-        tokenize_limits=_chat_limits(bundle, request),
-        add_special_tokens=request.add_special_tokens,
-        want_offsets=bool(request.return_token_offsets),
-        images=ctx.images,
-        fetched_media=fetched_media,
-    )
-    if ctx.parsers.has_parser:
+    if bundle.is_harmony:
+        prompt = ChatPrompt(harmony_prompt_ids(bundle, config, request, _tool_dicts(request, config)), None)
+    else:
+        prompt = render_chat_prompt(
+            bundle,
+            config,
+            request,
+            tool_dicts=_tool_dicts(request, config),
+            request_kwargs=request_kwargs,
+            tokenize_limits=_chat_limits(bundle, request),
+            add_special_tokens=request.add_special_tokens,
+            want_offsets=bool(request.return_token_offsets),
+            images=ctx.images,
+            fetched_media=fetched_media,
+        )
+    if bundle.is_harmony:
+        for name, value in ctx.parsers.adjust_harmony_request(request).items():
+            setattr(request, name, value)
+    elif ctx.parsers.has_parser:
         for name, value in ctx.parsers.adjust_request(request).items():
             setattr(request, name, value)
     if not prompt.token_ids:
@@ -92,7 +100,8 @@ def render_chat(
         sampling=sampling,
         reasoning_ended=reasoning_ended,
         reasoning_kwargs=reasoning_kwargs,
-        parse_context=_parse_context(request, effective_kwargs),
+        # Harmony output is parsed without template kwargs (vLLM's parse_context).
+        parse_context=_parse_context(request, {} if bundle.is_harmony else effective_kwargs),
         features=_features(ctx, prompt, request.mm_payload),
         render_fingerprint=bundle.fingerprint,
     )

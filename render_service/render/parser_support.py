@@ -21,6 +21,7 @@ otherwise).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,6 +35,8 @@ from render_service.render.sampling import normalise_structured_outputs
 from render_service.render.structural_tags import (
     STRUCTURAL_TAG_MODELS,
     dump_structural_tag,
+    harmony_output_format,
+    json_schema_format,
     resolve_strictness,
     tool_call_format,
 )
@@ -109,6 +112,31 @@ class ParserSupport:
             changes["skip_special_tokens"] = False
         return changes
 
+    def adjust_harmony_request(self, request: Any) -> dict[str, Any]:
+        """vLLM's `HarmonyParser.adjust_request` on a gpt_oss model (any configured parser):
+        the request's own constraint becomes a Harmony structural tag on the final message
+        (`_adjust_output_format`), then the `openai` tool parser's tool-call tag applies."""
+        if not self.has_parser:
+            return {}
+        changes: dict[str, Any] = {}
+        user = _requested_constraint(request)
+        if user is not None:
+            content = _harmony_user_format(user)
+            if content is not None:
+                tag = dump_structural_tag(harmony_output_format(content))
+                kept = {k: v for k, v in user.items() if k not in _CONSTRAINT_KEYS}
+                changes = {"structured_outputs": {**kept, "structural_tag": tag}, "response_format": None}
+        spec = self.tool_spec
+        if spec is None or not request.tools or not _calls_tools(request.tool_choice):
+            return changes
+        if changes:
+            raise NotImplementedFeatureError(
+                "tool calls together with a response_format or structured_outputs on a Harmony "
+                "model are not rendered yet"
+            )
+        level = self.tool_strict_level or spec.default_tool_strict_level
+        return _structural_tag_changes(request, "harmony", None, level)
+
     def _tool_constraints(self, request: Any, spec: ToolParserSpec) -> dict[str, Any]:
         choice = request.tool_choice
         if not request.tools or not _calls_tools(choice):
@@ -123,6 +151,28 @@ class ParserSupport:
             return {}
         schema = json_schema_from_tools(choice, request.tools, request.parallel_tool_calls)
         return {"structured_outputs": {"json": schema}, "response_format": None}
+
+
+def _harmony_user_format(user: dict[str, Any]) -> dict[str, Any] | None:
+    """vLLM's `structured_outputs_to_format` (no xgrammar support check on this path)."""
+    if user.get("json_object"):
+        return json_schema_format({"type": "object"})
+    if user.get("json") is not None:
+        schema = user["json"]
+        if isinstance(schema, str):
+            try:
+                schema = json.loads(schema)
+            except ValueError as exc:
+                raise BadRequestError(f"Invalid JSON schema: {exc}", param="structured_outputs") from None
+        return json_schema_format(schema)
+    if user.get("choice") is not None:
+        return {"type": "or", "elements": [{"type": "const_string", "value": c} for c in user["choice"]]}
+    for key in ("regex", "grammar", "structural_tag"):
+        if user.get(key) is not None:
+            raise NotImplementedFeatureError(
+                f"a {key} constraint on a Harmony model (an xgrammar structural tag) is not rendered yet"
+            )
+    return None
 
 
 def _calls_tools(choice: Any) -> bool:

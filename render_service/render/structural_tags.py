@@ -32,6 +32,8 @@ from typing import Any
 
 __all__ = [
     "STRUCTURAL_TAG_MODELS",
+    "harmony_output_format",
+    "json_schema_format",
     "TagTool",
     "dump_structural_tag",
     "resolve_strictness",
@@ -97,6 +99,11 @@ def _json_schema(schema: dict[str, Any] | bool, style: str = "json") -> dict[str
         "max_whitespace_cnt": None,
         "excludes": [],
     }
+
+
+def json_schema_format(schema: dict[str, Any] | bool) -> dict[str, Any]:
+    """xgrammar's `JSONSchemaFormat(json_schema=schema)` as a dict."""
+    return _json_schema(schema)
 
 
 def _tag(begin: str, content: dict[str, Any], end: str) -> dict[str, Any]:
@@ -237,8 +244,71 @@ def _kimi(tools: list[TagTool], choice: str, single_call: bool) -> dict[str, Any
     )
 
 
+# Harmony (vLLM's own "harmony" builder, vllm/parser/harmony.py): a call may be headed either
+# way gpt-oss writes it, on any channel, with either json content type; the end is <|end|> or
+# "" (Harmony's stop tokens, which xgrammar may not see under a constraint).
+_HARMONY_END = ["<|end|>", ""]
+_HARMONY_CONSTRAINS = (" json", " <|constrain|>json")
+_HARMONY_CHANNELS = ("<|channel|>commentary", "<|channel|>analysis", "<|channel|>final")
+_HARMONY_CALL_BEGINS = (
+    " to=functions.{name}{channel}{constrain}<|message|>",
+    "{channel} to=functions.{name}{constrain}<|message|>",
+)
+_HARMONY_FINAL = "<|channel|>final{constrain}<|message|>"
+
+
+def _any_text() -> dict[str, Any]:
+    return {"type": "any_text", "excludes": [], "max_tokens": None, "max_chars": None}
+
+
+def _harmony_prefix(content: dict[str, Any], *, commentary: bool) -> dict[str, Any]:
+    """An optional analysis message (and commentary preamble), then `content`."""
+    elements = []
+    for channel in ("analysis", "commentary") if commentary else ("analysis",):
+        message = _tag(f"<|channel|>{channel}<|message|>", _any_text(), "<|end|>")
+        sequence = {"type": "sequence", "elements": [message, {"type": "const_string", "value": "<|start|>assistant"}]}
+        elements.append({"type": "optional", "content": sequence})
+    return {"type": "sequence", "elements": [*elements, content]}
+
+
+def _harmony(tools: list[TagTool], choice: str, single_call: bool) -> dict[str, Any]:
+    del single_call  # no call list in this format: nothing to stop after the first
+    tags: list[dict[str, Any]] = [
+        {"type": "tag", "begin": pattern.format(name=tool.name, channel=channel, constrain=constrain),
+         "content": _json_schema(tool.argument_schema), "end": list(_HARMONY_END)}
+        for tool in tools
+        for pattern in _HARMONY_CALL_BEGINS
+        for constrain in _HARMONY_CONSTRAINS
+        for channel in _HARMONY_CHANNELS
+    ]  # fmt: skip
+    if choice == "auto":
+        tags.extend(
+            {"type": "tag", "begin": _HARMONY_FINAL.format(constrain=constrain), "content": _any_text(),
+             "end": list(_HARMONY_END)}
+            for constrain in (*_HARMONY_CONSTRAINS, "")
+        )  # fmt: skip
+    return _harmony_prefix({"type": "or", "elements": tags}, commentary=True)
+
+
+def harmony_output_format(user_format: dict[str, Any]) -> dict[str, Any]:
+    """vLLM's Harmony `_adjust_output_format`: the request's own constraint applies to the
+    final message, after an optional analysis message (a JSON schema under either json
+    content type)."""
+    if user_format.get("type") == "json_schema":
+        content: dict[str, Any] = {"type": "or", "elements": [
+            {"type": "tag", "begin": _HARMONY_FINAL.format(constrain=constrain), "content": user_format,
+             "end": list(_HARMONY_END)}
+            for constrain in _HARMONY_CONSTRAINS
+        ]}  # fmt: skip
+    else:
+        content = {"type": "tag", "begin": _HARMONY_FINAL.format(constrain=""), "content": user_format,
+                   "end": list(_HARMONY_END)}  # fmt: skip
+    return _harmony_prefix(content, commentary=False)
+
+
 _BUILDERS: dict[str, Callable[[list[TagTool], str, bool], dict[str, Any]]] = {
     "kimi": _kimi,
+    "harmony": _harmony,
     "hermes": _hermes,
     "llama": _llama,
     "qwen_3_coder": _qwen3_coder,

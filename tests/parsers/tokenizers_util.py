@@ -176,7 +176,7 @@ GPT_OSS_SPECIAL: dict[int, str] = {
 _GPT_OSS_STAMP = "tml-renderers 0.2.1 o200k_base + harmony specials -> tokenizer.json v1"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def gpt_oss() -> TokenizerBundle:
     """The gpt-oss tokenizer, written under .cache/test-tokenizers/gpt-oss (loads with
     transformers in both venvs)."""

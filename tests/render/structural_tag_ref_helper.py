@@ -1,7 +1,9 @@
 """Run by the vLLM 0.33 reference venv's Python (not by pytest): vLLM's own render, in process.
 
-stdin: {"models": {name: folder}, "runs": [{"model", "tool_parser", "reasoning_parser",
-"strict_level", "cases": [[case_id, body], ...]}]}; stdout (last line): {case_id: [status, body]}.
+stdin: {"models": {name: folder}, "flags": {name: [launch flags]} (optional), "runs": [{"model",
+"tool_parser", "reasoning_parser", "strict_level", "launch_parsers" (optional: keep the launch's
+parsers), "cases": [[case_id, body, path (optional, default chat render)], ...]}]}; stdout
+(last line): {case_id: [status, body]}.
 
 Per model it builds the app `vllm launch render MODEL --tool-call-parser hermes
 --enable-auto-tool-choice` serves (`build_app` + `init_render_app_state`, what
@@ -23,7 +25,7 @@ from typing import Any
 HEADER_ID = "fixed-request-id"
 
 
-async def build_render_app(model_dir: str) -> Any:
+async def build_render_app(model_dir: str, flags: list[str] | None = None) -> Any:
     from vllm import AsyncEngineArgs, envs
     from vllm.config import VllmConfig
     from vllm.entrypoints.common.cli_args import make_arg_parser, validate_parsed_serve_args
@@ -31,7 +33,7 @@ async def build_render_app(model_dir: str) -> Any:
     from vllm.entrypoints.launchers.render.app_state import init_render_app_state
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    argv = ["--model", model_dir, "--tool-call-parser", "hermes", "--enable-auto-tool-choice"]
+    argv = ["--model", model_dir, *(flags if flags is not None else ["--tool-call-parser", "hermes", "--enable-auto-tool-choice"])]
     args = make_arg_parser(FlexibleArgumentParser()).parse_args(argv)
     validate_parsed_serve_args(args)
     engine_args = AsyncEngineArgs.from_cli_args(args)
@@ -67,17 +69,20 @@ async def run(payload: dict[str, Any]) -> dict[str, Any]:
     import httpx
 
     started = time.monotonic()
-    apps = {name: await build_render_app(folder) for name, folder in payload["models"].items()}
+    flags = payload.get("flags") or {}
+    apps = {name: await build_render_app(folder, flags.get(name)) for name, folder in payload["models"].items()}
     built = time.monotonic()
     results: dict[str, Any] = {}
     for spec in payload["runs"]:
         app = apps[spec["model"]]
-        use_parsers(app, spec["tool_parser"], spec["reasoning_parser"], spec["strict_level"])
+        if not spec.get("launch_parsers"):  # else: the parsers the launch flags gave
+            use_parsers(app, spec["tool_parser"], spec["reasoning_parser"], spec["strict_level"])
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://ref") as client:
-            for case_id, body in spec["cases"]:
+            for case_id, body, *path in spec["cases"]:
                 response = await client.post(
-                    "/v1/chat/completions/render", json=body, headers={"X-Request-Id": HEADER_ID}
+                    path[0] if path else "/v1/chat/completions/render", json=body,
+                    headers={"X-Request-Id": HEADER_ID},
                 )
                 results[case_id] = [response.status_code, response.json()]
     done = time.monotonic()

