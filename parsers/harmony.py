@@ -16,7 +16,8 @@ text as is, and also when it is not JSON). A commentary message without recipien
 anything else (other recipients, other roles, unknown channels) is dropped.
 
 Ours reads the decoded text (special tokens kept) with the shared marker lexer and one table
-(`TABLE`: phase x marker -> action, next phase), mirroring the parser's three states:
+(`TABLE`: phase x token kind -> action, next phase; a marker a phase does not list is
+text there), mirroring the parser's three states:
 
 * HEAD: a header is read until `<|message|>` (every other token belongs to the header, as in
   strict Harmony). Then it is parsed exactly as openai_harmony does (`parse_header`): an
@@ -50,7 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from parsers._base import make_tool_call_id
@@ -63,8 +64,8 @@ from parsers._events import (
     ToolCallStart,
 )
 from parsers._state import JsonState
+from parsers._text import MarkerSet
 from parsers.tools._json_args import DONE, ERROR, MORE, JsonArgs, JsonArgsState
-from parsers.tools._machine import EOS, TEXT, Step, Table
 
 __all__ = [
     "HarmonyMachine",
@@ -75,6 +76,7 @@ __all__ = [
     "HeaderError",
 ]
 
+TEXT, EOS = "<text>", "<eos>"  # token kinds besides the markers (as parsers.tools._machine)
 START, MESSAGE, END, RETURN, CALL = "<|start|>", "<|message|>", "<|end|>", "<|return|>", "<|call|>"
 CHANNEL, CONSTRAIN = "<|channel|>", "<|constrain|>"
 
@@ -381,25 +383,40 @@ def _drop(run: _Run, text: str) -> None:
     """Between messages vLLM's parser rejects every token but <|start|>."""
 
 
-TABLE = Table(
-    phases=(HEAD, BODY, IDLE, RAW),
-    markers=(START, MESSAGE, END, RETURN, CALL),
-    steps={
-        (HEAD, TEXT): Step(_header_text),  # every other marker is header text too (strict)
-        (HEAD, MESSAGE): Step(_header_end),
-        (HEAD, EOS): Step(_recover),
-        (BODY, TEXT): Step(_body),  # <|start|> and <|message|> are message text
-        (BODY, END): Step(_message_end),
-        (BODY, RETURN): Step(_message_end),
-        (BODY, CALL): Step(_message_end),
-        (BODY, EOS): Step(_message_end),
-        (IDLE, TEXT): Step(_drop),
-        (IDLE, START): Step(_begin, HEAD),
-        (IDLE, EOS): Step(_drop),
-        (RAW, TEXT): Step(_raw),  # markers included
-        (RAW, EOS): Step(_drop),
-    },  # type: ignore[dict-item]
-)
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What a (phase, token kind) does: the phase moves to `next` (None: stays), then `action`
+    runs on the token's text."""
+
+    action: Callable[[_Run, str], None]
+    next: str | None = None
+
+
+PHASES = (HEAD, BODY, IDLE, RAW)
+MARKERS = (START, MESSAGE, END, RETURN, CALL)
+LEXER = MarkerSet(MARKERS)
+# A marker a phase does not list is text there (its TEXT step); every phase lists TEXT and EOS.
+TABLE: dict[tuple[str, str], Step] = {
+    (HEAD, TEXT): Step(_header_text),  # every other marker is header text too (strict)
+    (HEAD, MESSAGE): Step(_header_end),
+    (HEAD, EOS): Step(_recover),
+    (BODY, TEXT): Step(_body),  # <|start|> and <|message|> are message text
+    (BODY, END): Step(_message_end),
+    (BODY, RETURN): Step(_message_end),
+    (BODY, CALL): Step(_message_end),
+    (BODY, EOS): Step(_message_end),
+    (IDLE, TEXT): Step(_drop),
+    (IDLE, START): Step(_begin, HEAD),
+    (IDLE, EOS): Step(_drop),
+    (RAW, TEXT): Step(_raw),  # markers included
+    (RAW, EOS): Step(_drop),
+}
+assert all((phase, kind) in TABLE for phase in PHASES for kind in (TEXT, EOS))
+
+
+def lookup(phase: str, kind: str) -> Step:
+    step = TABLE.get((phase, kind))
+    return step if step is not None else TABLE[(phase, TEXT)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,16 +445,15 @@ class HarmonyMachine:
         self, state: HarmonyState, text: str, request_id: str, *, final: bool
     ) -> tuple[HarmonyState, list[Event]]:
         run = _Run(self, state, request_id)
-        segments, tail = TABLE.lexer.split(state.tail + text, final=final)
+        segments, tail = LEXER.split(state.tail + text, final=final)
         run.f["tail"] = tail
         for piece, is_marker in segments:
-            step = TABLE.lookup(run.f["phase"], piece if is_marker else TEXT)
+            step = lookup(run.f["phase"], piece if is_marker else TEXT)
             if step.next is not None:
                 run.f["phase"] = step.next
-            step.action(run, piece)  # type: ignore[arg-type]
+            step.action(run, piece)
         if final:
-            step = TABLE.lookup(run.f["phase"], EOS)
-            step.action(run, "")  # type: ignore[arg-type]
+            lookup(run.f["phase"], EOS).action(run, "")
         return run.state(), run.events
 
     def parse(self, text: str, request_id: str) -> HarmonyResult:

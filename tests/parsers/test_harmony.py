@@ -289,3 +289,22 @@ def test_harmony_pairs_only_with_harmony() -> None:
     with pytest.raises(ParserConfigError):
         ChatParser(get_reasoning_parser("qwen3")(gpt_oss().tokenizer), get_tool_parser("openai")(None),
                    ChatOptions(enable_auto_tools=True))
+
+
+@pytest.mark.parametrize("prefix", ["", "<|channel|>final<|message|>", "<|channel|>final<|message|>x<|end|>",
+                                    "<|channel|>commentary to=functions.f<|message|>{\"a\":", "x" * 5000])
+def test_every_phase_and_token_kind_is_handled(prefix: str) -> None:
+    """The table is total: every marker, text and the end, in every phase (HEAD, BODY,
+    IDLE, a call's arguments, RAW), streams to the batch result."""
+    from parsers.harmony import LEXER, PHASES, TABLE
+
+    assert {phase for phase, _ in TABLE} == set(PHASES)
+    parser = _parser(CONFIGS["auto"])
+    for kind in (*LEXER.markers, "text", "<|channel|>", ""):
+        text = prefix + kind + "tail"
+        pieces = [prefix, kind, "tail"]
+        assert_chunking_invariant(
+            feed_fn=lambda st, t: parser.feed(st, t, RID), finish_fn=lambda st: parser.finish(st, RID),
+            initial_state=parser.initial_state(), state_type=ChatState, pieces=pieces,
+            expected=_collapsed(parser, text), n_random=2,
+        )
