@@ -70,7 +70,7 @@ class Gemma4ReasoningState(EngineReasoningState):
 
 class Gemma4ReasoningParser(EngineReasoningParser):
     name: ClassVar[str] = "gemma4"
-    spec: ClassVar[EngineSpec] = GEMMA4_REASONING_SPEC
+    spec = GEMMA4_REASONING_SPEC
 
     def __init__(
         self,
@@ -116,7 +116,7 @@ class Gemma4ReasoningParser(EngineReasoningParser):
         content = "".join(e.text for e in events if isinstance(e, ContentDelta))
         return ReasoningResult(reasoning or None, content or None)
 
-    def _run(  # type: ignore[override]
+    def _run(
         self, state: EngineReasoningState, text: str, *, final: bool
     ) -> tuple[Gemma4ReasoningState, list[Event]]:
         if not isinstance(state, Gemma4ReasoningState):

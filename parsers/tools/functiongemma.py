@@ -39,7 +39,16 @@ from parsers._errors import StateError
 from parsers._state import JsonState
 from parsers.tools._args import json_string_body
 from parsers.tools._base import json_dumps
-from parsers.tools._machine import EOS, TEXT, CallState, Run, Step, Table, TableToolParser, ToolStreamState
+from parsers.tools._machine import (
+    EOS,
+    TEXT,
+    CallState,
+    Run,
+    Step,
+    Table,
+    TableToolParser,
+    ToolStreamState,
+)
 
 __all__ = ["FunctionGemmaToolParser"]
 
@@ -157,14 +166,16 @@ def _header_text(run: Run, text: str) -> str | None:
     if len(header) < len(CALL_PREFIX) or not header.startswith(CALL_PREFIX):
         if CALL_PREFIX.startswith(header):
             run.ext = run.ext.replace(header=header)
-            return None
-        return _header_fails(run, header)
+        else:
+            _header_fails(run, header)
+        return None
     end = _word_run_end(header, len(CALL_PREFIX))
     if end == len(header):
         run.ext = run.ext.replace(header=header)
         return None
     if header[end] != "{" or end == len(CALL_PREFIX):
-        return _header_fails(run, header)
+        _header_fails(run, header)
+        return None
     run.ext = run.ext.replace(header="", ws="")  # a call: the content is stripped
     run.call = FgCall()
     run.start_call(header[len(CALL_PREFIX) : end])

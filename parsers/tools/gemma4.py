@@ -435,7 +435,7 @@ _STEPS = {
 
 class Gemma4ToolParser(EngineToolParser):
     name: ClassVar[str] = "gemma4"
-    spec: ClassVar[EngineSpec] = GEMMA4_SPEC
+    spec = GEMMA4_SPEC
     args_state: ClassVar[type[JsonState]] = Gemma4ArgsState
 
     def arg_format(self, name: str) -> Gemma4Args:
