@@ -41,6 +41,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "internlm": "parsers.tools.internlm:InternLMToolParser",
     "minimax_m2": "parsers.tools.minimax_m2:MinimaxM2ToolParser",
     "gigachat3": "parsers.tools.gigachat3:GigaChat3ToolParser",
+    "longcat": "parsers.tools.longcat:LongcatToolParser",
 }
 
 
@@ -124,6 +125,8 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "internlm": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
     "minimax_m2": ToolParserTraits(engine_based=True, structural_tag_model="minimax"),
     "gigachat3": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
+    "longcat": ToolParserTraits(supports_required_and_named=False, structural_tag_model="longcat",
+                                keeps_special_tokens=True, tool_view="presence"),
 }
 
 

@@ -50,7 +50,7 @@ from parsers.tools._machine import (
     to_content,
 )
 
-__all__ = ["HermesToolParser", "hermes_call"]
+__all__ = ["HermesToolParser", "HermesState", "hermes_call", "hermes_table"]
 
 START = "<tool_call>"
 END = "</tool_call>"
@@ -127,20 +127,25 @@ def _eos(run: Run[HermesToolParser], text: str) -> None:
         run.phase = P.BETWEEN
 
 
-HermesToolParser.table = Table(
-    phases=tuple(P),
-    markers=(START, END),
-    steps={
-        (P.CONTENT, TEXT): Step(to_content),
-        (P.CONTENT, START): Step(_open, P.CALL),
-        (P.CONTENT, EOS): Step(nothing),
-        (P.CALL, TEXT): Step(_body),
-        (P.CALL, END): Step(_end, P.BETWEEN),
-        (P.CALL, EOS): Step(_eos),
-        (P.BETWEEN, TEXT): Step(drop),
-        (P.BETWEEN, START): Step(_open, P.CALL),
-        (P.BETWEEN, EOS): Step(nothing),
-        (P.VERBATIM, TEXT): Step(to_content),
-        (P.VERBATIM, EOS): Step(nothing),
-    },
-)
+def hermes_table(start: str, end: str) -> Table:
+    """The Hermes machine over a family's own call markers (longcat reuses it)."""
+    return Table(
+        phases=tuple(P),
+        markers=(start, end),
+        steps={
+            (P.CONTENT, TEXT): Step(to_content),
+            (P.CONTENT, start): Step(_open, P.CALL),
+            (P.CONTENT, EOS): Step(nothing),
+            (P.CALL, TEXT): Step(_body),
+            (P.CALL, end): Step(_end, P.BETWEEN),
+            (P.CALL, EOS): Step(_eos),
+            (P.BETWEEN, TEXT): Step(drop),
+            (P.BETWEEN, start): Step(_open, P.CALL),
+            (P.BETWEEN, EOS): Step(nothing),
+            (P.VERBATIM, TEXT): Step(to_content),
+            (P.VERBATIM, EOS): Step(nothing),
+        },
+    )
+
+
+HermesToolParser.table = hermes_table(START, END)

@@ -141,20 +141,28 @@ def _separated(tags: list[dict[str, Any]], separator: str, stop_after_first: boo
 # -- one builder per model family ---------------------------------------------------------------
 
 
-def _hermes(tools: list[TagTool], choice: str, single_call: bool) -> dict[str, Any]:
-    """vLLM's own "hermes" builder: each tool with and without newlines around the JSON."""
-    tags = [
-        _tag(
-            f'<tool_call>{newline}{{"name": "{tool.name}", "arguments": ',
-            _json_schema(tool.argument_schema),
-            f"}}{newline}</tool_call>",
-        )
-        for tool in tools
-        for newline in ("\n", "")
-    ]
-    if choice == "auto":
-        return _triggered(["<tool_call>"], tags, single_call)
-    return _separated(tags, "", choice == "forced" or single_call)
+def _hermes_style(start: str, end: str) -> Callable[[list[TagTool], str, bool], dict[str, Any]]:
+    """vLLM's "hermes" builder over a family's call markers: each tool with and without
+    newlines around the JSON."""
+
+    def build(tools: list[TagTool], choice: str, single_call: bool) -> dict[str, Any]:
+        tags = [
+            _tag(
+                f'{start}{newline}{{"name": "{tool.name}", "arguments": ',
+                _json_schema(tool.argument_schema),
+                f"}}{newline}{end}",
+            )
+            for tool in tools
+            for newline in ("\n", "")
+        ]
+        if choice == "auto":
+            return _triggered([start], tags, single_call)
+        return _separated(tags, "", choice == "forced" or single_call)
+
+    return build
+
+
+_hermes = _hermes_style("<tool_call>", "</tool_call>")
 
 
 def _llama(tools: list[TagTool], choice: str, single_call: bool) -> dict[str, Any]:
@@ -310,6 +318,7 @@ _BUILDERS: dict[str, Callable[[list[TagTool], str, bool], dict[str, Any]]] = {
     "kimi": _kimi,
     "harmony": _harmony,
     "hermes": _hermes,
+    "longcat": _hermes_style("<longcat_tool_call>", "</longcat_tool_call>"),
     "llama": _llama,
     "qwen_3_coder": _qwen3_coder,
     "deepseek_r1": _deepseek(

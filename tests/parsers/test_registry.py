@@ -43,7 +43,6 @@ PENDING_TOOL_PARSERS = frozenset({
     "kimi_k3",
     "lfm2",
     "ling3",
-    "longcat",
     "mimo",
     "minicpm5",
     "minimax_m3",

@@ -82,6 +82,7 @@ PARSERS: dict[str, tuple[str, str | None]] = {
     "deepseek_v3": ("deepseek_r1", "deepseek_r1"),
     "deepseek_v31": ("deepseek_r1", "deepseek_r1"),
     "kimi_k2": ("qwen3", None),
+    "longcat": ("qwen3", None),
 }
 STRICT_LEVELS = ("auto", "function", "parameter")
 TAG_MODELS = {
@@ -94,6 +95,7 @@ TAG_MODELS = {
     "deepseek_v3": "deepseek_r1",
     "deepseek_v31": "deepseek_v3_1",
     "kimi_k2": "kimi",
+    "longcat": "longcat",
 }
 ALIASES = ("qwen3_json", "qwen3_xml", "llama4_json")  # the same vLLM parser class as another
 

@@ -160,3 +160,7 @@ CASES["internlm"] = lambda: (qwen3().vocab, [
     "Hi " + _IA + "x\n" + _XW + _IE + " t " + _IA + '{"name": 3}' + _IE,
     _IA + _IA + _IE, _IA + " " + _IE, _IA + '{"parameters": {}, "name": "f"}', _IA + "{",
 ])
+CASES["longcat"] = lambda: (qwen3().vocab, [
+    _HERMES.replace("tool_call>", "longcat_tool_call>"),
+    '<longcat_tool_call>{"name": "f", "arguments": {"a": 1 2}}',
+])
