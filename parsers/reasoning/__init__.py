@@ -31,6 +31,7 @@ REASONING_PARSER_MODULES: dict[str, str] = {
     "gemma4": "parsers.reasoning.gemma4:Gemma4ReasoningParser",
     "hy_v3": "parsers.reasoning.hy_v3:HyV3ReasoningParser",
     "kimi_k2": "parsers.reasoning.kimi_k2:KimiK2ReasoningParser",
+    "minimax_m3": "parsers.reasoning.minimax_m3:MinimaxM3ReasoningParser",
 }
 
 # Reasoning families whose vLLM class sets skip_special_tokens=False in `adjust_request`

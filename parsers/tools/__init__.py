@@ -42,6 +42,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "minimax_m2": "parsers.tools.minimax_m2:MinimaxM2ToolParser",
     "gigachat3": "parsers.tools.gigachat3:GigaChat3ToolParser",
     "longcat": "parsers.tools.longcat:LongcatToolParser",
+    "minimax_m3": "parsers.tools.minimax_m3:MinimaxM3ToolParser",
 }
 
 
@@ -64,6 +65,8 @@ class ToolParserTraits:
     JSON-schema `structured_outputs` (False where the family's `adjust_request` builds its own).
     default_tool_strict_level: the class's `default_tool_strict_level`, the structural-tag
     level when `--tool-strict-level` is not given.
+    engine_keeps_special_tokens: False where an engine family's `adjust_request` does not set
+    skip_special_tokens=False (MiniMax-M3).
     """
 
     supports_required_and_named: bool = True
@@ -73,6 +76,7 @@ class ToolParserTraits:
     tool_view: str = "types"
     json_schema_choice: bool = True
     default_tool_strict_level: str = "auto"
+    engine_keeps_special_tokens: bool = True
 
 
 _NATIVE_FORMAT = ToolParserTraits(supports_required_and_named=False)
@@ -127,6 +131,9 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "gigachat3": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
     "longcat": ToolParserTraits(supports_required_and_named=False, structural_tag_model="longcat",
                                 keeps_special_tokens=True, tool_view="presence"),
+    # adjust_request is overridden: the M3 markers decode with special tokens skipped.
+    "minimax_m3": ToolParserTraits(supports_required_and_named=False, engine_based=True,
+                                   engine_keeps_special_tokens=False),
 }
 
 

@@ -4,7 +4,8 @@ A streaming derender state carries the request's tools so that later chunks need
 the request; it must stay small even when a request declares dozens of tools with long
 descriptions. Parsers read only a tool's type and function name, and of its parameter schema
 what vLLM's schema coercion reads (`extract_types_from_schema`, `_coerce_value`): `type`,
-the *types* of `enum` values, `anyOf`/`oneOf`/`allOf`, `properties` and `items`. Everything
+the *types* of `enum` values, `anyOf`/`oneOf`/`allOf`, `properties`, `items` and
+`additionalProperties` (MiniMax-M3 converts nested elements by them). Everything
 else (descriptions, titles, defaults, examples, `required`, formats, `$defs`...) is dropped;
 an enum keeps one value per type (the type is all coercion looks at). Parsing the reduced
 tools gives the same result as parsing the originals.
@@ -60,6 +61,13 @@ def prune_schema(schema: Any) -> Any:
     items = schema.get("items")
     if isinstance(items, Mapping):
         out["items"] = prune_schema(items)
+    elif "items" in schema:
+        out["items"] = items  # its presence marks an array (MiniMax-M3's element conversion)
+    additional = schema.get("additionalProperties")
+    if isinstance(additional, Mapping):
+        out["additionalProperties"] = prune_schema(additional)
+    elif "additionalProperties" in schema:
+        out["additionalProperties"] = additional
     return out
 
 

@@ -163,4 +163,9 @@ CASES["internlm"] = lambda: (qwen3().vocab, [
 CASES["longcat"] = lambda: (qwen3().vocab, [
     _HERMES.replace("tool_call>", "longcat_tool_call>"),
     '<longcat_tool_call>{"name": "f", "arguments": {"a": 1 2}}',
+
+_M3 = "]<]minimax[>["
+CASES["minimax_m3"] = lambda: (qwen3().vocab, [
+    f'Hi {_M3}<tool_call>\n{_M3}<invoke name="get_weather">{_M3}<city>P{_M3}</city>{_M3}</invoke>\n{_M3}</tool_call> t',
+    f"{_M3}<tool_call>{_M3}<invoke name=f>{_M3}<a>{_M3}<b>1{_M3}</b>{_M3}</a>",
 ])
