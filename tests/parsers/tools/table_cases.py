@@ -163,6 +163,7 @@ CASES["internlm"] = lambda: (qwen3().vocab, [
 CASES["longcat"] = lambda: (qwen3().vocab, [
     _HERMES.replace("tool_call>", "longcat_tool_call>"),
     '<longcat_tool_call>{"name": "f", "arguments": {"a": 1 2}}',
+])
 
 _M3 = "]<]minimax[>["
 CASES["minimax_m3"] = lambda: (qwen3().vocab, [
