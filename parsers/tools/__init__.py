@@ -43,6 +43,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "gigachat3": "parsers.tools.gigachat3:GigaChat3ToolParser",
     "longcat": "parsers.tools.longcat:LongcatToolParser",
     "minimax_m3": "parsers.tools.minimax_m3:MinimaxM3ToolParser",
+    "plamo3": "parsers.tools.plamo3:Plamo3ToolParser",
 }
 
 
@@ -134,6 +135,8 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     # adjust_request is overridden: the M3 markers decode with special tokens skipped.
     "minimax_m3": ToolParserTraits(supports_required_and_named=False, engine_based=True,
                                    engine_keeps_special_tokens=False),
+    "plamo3": ToolParserTraits(supports_required_and_named=False, engine_based=True,
+                               structural_tag_model="plamo3"),
 }
 
 

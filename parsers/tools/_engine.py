@@ -120,9 +120,13 @@ class Ev(enum.Enum):
     NAME = "name"
     ARG = "arg"
     CALL_END = "call_end"
+    # Ours, not vLLM's: the grammar leaves the tool states with a slot open and no CALL_END.
+    # vLLM's slot then stays open, unannounced (its name was never sent), and the batch
+    # still returns it; no later event reaches it. Here it is closed without announcing.
+    LEAVE = "leave"
 
 
-TOOL_EVENTS = frozenset({Ev.CALL_START, Ev.NAME, Ev.ARG, Ev.CALL_END})
+TOOL_EVENTS = frozenset({Ev.CALL_START, Ev.NAME, Ev.ARG, Ev.CALL_END, Ev.LEAVE})
 REASONING_EVENTS = frozenset({Ev.REASONING_START, Ev.REASONING_END})
 
 
@@ -455,6 +459,8 @@ def _emit(run: ERun, event: Ev | None, value: str) -> None:
         _name_text(run, value)
     elif event is Ev.ARG:
         _arg_text(run, value)
+    elif event is Ev.LEAVE:
+        _close_slot(run, announce=False)
     else:
         _close_slot(run)
 
@@ -491,12 +497,14 @@ def _arg_text(run: ERun, text: str) -> None:
         run.call = call.replace(raw=call.raw + text)
 
 
-def _leave_name(run: ERun, call: EngineCall, *, closing: bool) -> EngineCall:
+def _leave_name(
+    run: ERun, call: EngineCall, *, closing: bool, announce: bool = True
+) -> EngineCall:
     """The slot's name is complete: commit, announce, or hold for a name in the body."""
     parser = run.parser
     raw = parser.name_text(call.name.strip() if parser.strips_slot_name else call.name, closing)
     name = parser.commit_name(raw)
-    if parser.announces(raw):
+    if announce and parser.announces(raw):
         _announce(run)
     if parser.accepts(name):
         return _commit(run, call, name, call_id=parser.own_call_id(raw))
@@ -546,7 +554,7 @@ def _find_name(run: ERun, call: EngineCall, text: str) -> None:
         run.call = call.replace(raw=raw, mode=Mode.HOLD)
 
 
-def _close_slot(run: ERun) -> None:
+def _close_slot(run: ERun, announce: bool = True) -> None:
     call = run.call
     if call is None:
         return
@@ -554,22 +562,23 @@ def _close_slot(run: ERun) -> None:
         if not run.parser.closes_unnamed(call.name):
             run.call = None
             return
-        call = _leave_name(run, call, closing=True)
+        call = _leave_name(run, call, closing=True, announce=announce)
     if call.mode is Mode.ARGS:
         fmt = run.parser.arg_format(call.name)
         _, out = fmt.end(call.args)
         run.args(out)
     elif call.mode in (Mode.FIND, Mode.HOLD) and call.raw.strip():
-        _decide_held(run, call.raw)
+        _decide_held(run, call.raw, announce)
     run.call = None
 
 
-def _decide_held(run: ERun, raw: str) -> None:
+def _decide_held(run: ERun, raw: str, announce: bool = True) -> None:
     """A slot without a usable name, at its end: the body as a `{"name", ...}` object."""
     parser = run.parser
     name, arguments = name_and_args_from_json(raw)
     if isinstance(name, str) and parser.accepts(name):
-        _announce(run)
+        if announce:
+            _announce(run)
         run.emit_call(name, parser.coerce(arguments, name))
 
 

@@ -313,6 +313,33 @@ def harmony_output_format(user_format: dict[str, Any]) -> dict[str, Any]:
                    "end": list(_HARMONY_END)}  # fmt: skip
     return _harmony_prefix(content, commentary=False)
 
+def _plamo3(tools: list[TagTool], choice: str, single_call: bool) -> dict[str, Any]:
+    """vLLM's own "plamo3" builder: requests inside one tool-requests block, which may end
+    with or without the end-of-turn tag."""
+    requests = [
+        _tag(
+            _PLAMO_REQUEST + _PLAMO_NAME + tool.name + _PLAMO_NAME_END + _PLAMO_ARGS,
+            _json_schema(tool.argument_schema),
+            _PLAMO_ARGS_END + _PLAMO_REQUEST_END,
+        )
+        for tool in tools
+    ]
+    body = _separated(requests, "", choice == "forced" or single_call)
+    block = {"type": "tag", "begin": _PLAMO_REQUESTS, "content": body,
+             "end": [_PLAMO_REQUESTS_END, _PLAMO_REQUESTS_END + "<|plamo:tag|>"]}  # fmt: skip
+    if choice == "auto":
+        return _triggered([_PLAMO_REQUESTS], [block], single_call)
+    return block
+
+
+_PLAMO_REQUESTS = "<|plamo:begin_tool_requests:plamo|>"
+_PLAMO_REQUESTS_END = "<|plamo:end_tool_requests:plamo|>"
+_PLAMO_REQUEST = "<|plamo:begin_tool_request:plamo|>"
+_PLAMO_REQUEST_END = "<|plamo:end_tool_request:plamo|>"
+_PLAMO_NAME = "<|plamo:begin_tool_name:plamo|>"
+_PLAMO_NAME_END = "<|plamo:end_tool_name:plamo|>"
+_PLAMO_ARGS = "<|plamo:begin_tool_arguments:plamo|><|plamo:constrain|>json<|plamo:msg|>"
+_PLAMO_ARGS_END = "<|plamo:end_tool_arguments:plamo|>"
 
 _BUILDERS: dict[str, Callable[[list[TagTool], str, bool], dict[str, Any]]] = {
     "kimi": _kimi,
@@ -325,5 +352,6 @@ _BUILDERS: dict[str, Callable[[list[TagTool], str, bool], dict[str, Any]]] = {
         lambda name: f"{_DS_CALL_BEGIN}function{_DS_SEP}{name}\n```json\n", f"\n```{_DS_CALL_END}", "\n"
     ),
     "deepseek_v3_1": _deepseek(lambda name: f"{_DS_CALL_BEGIN}{name}{_DS_SEP}", _DS_CALL_END, ""),
+    "plamo3": _plamo3,
 }
 STRUCTURAL_TAG_MODELS = frozenset(_BUILDERS)

@@ -83,6 +83,7 @@ PARSERS: dict[str, tuple[str, str | None]] = {
     "deepseek_v31": ("deepseek_r1", "deepseek_r1"),
     "kimi_k2": ("qwen3", None),
     "longcat": ("qwen3", None),
+    "plamo3": ("qwen3", None),
 }
 STRICT_LEVELS = ("auto", "function", "parameter")
 TAG_MODELS = {
@@ -96,6 +97,7 @@ TAG_MODELS = {
     "deepseek_v31": "deepseek_v3_1",
     "kimi_k2": "kimi",
     "longcat": "longcat",
+    "plamo3": "plamo3",
 }
 ALIASES = ("qwen3_json", "qwen3_xml", "llama4_json")  # the same vLLM parser class as another
 

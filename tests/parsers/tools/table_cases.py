@@ -96,6 +96,24 @@ CASES["gigachat3"] = lambda: (qwen3().vocab, [
 ])
 
 
+def _plamo3() -> tuple[object, list[str]]:
+    from parsers.tools import plamo3 as p
+
+    from ..family_tokenizers import family_tokenizer
+
+    call = p.BEGIN_TOOL_REQUEST + p.BEGIN_TOOL_NAME + "get_weather" + p.END_TOOL_NAME
+    args = p.BEGIN_TOOL_ARGUMENTS + '{"city": "x", "days": "3"}' + p.END_TOOL_ARGUMENTS
+    return family_tokenizer("tool", "plamo3").tokenizer, [
+        "Hi " + p.BEGIN_TOOL_REQUESTS + call + args + p.END_TOOL_REQUEST + p.END_TOOL_REQUESTS
+        + p.EOT + " tail",
+        p.BEGIN_THINK + "r" + p.END_THINK + p.BEGIN_TOOL_REQUESTS + call + p.EOT + "x",
+        p.BEGIN_TOOL_REQUESTS + p.BEGIN_TOOL_NAME + p.END_TOOL_NAME + args + p.END_TOOL_REQUESTS,
+    ]
+
+
+CASES["plamo3"] = _plamo3
+
+
 def family_cases(name: str) -> tuple[TableToolParser, list[str]]:
     vocab, texts = CASES[name]()
     parser = get_tool_parser(name.split("/")[0])(vocab, WEATHER_TOOLS)
