@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from parsers._base import MAX_HELD_CHARS, Vocab
+from parsers._events import Event
 from parsers._state import JsonState
 from parsers.tools._engine import EngineSpec, EngineToolParser, Ev, S, Tr
 from parsers.tools._json_args import DONE, ERROR, JsonArgs, JsonArgsState, SchemaTable
@@ -225,7 +226,7 @@ class Plamo3Args:
 
 class Plamo3ToolParser(EngineToolParser):
     name: ClassVar[str] = "plamo3"
-    spec: ClassVar[EngineSpec] = plamo3_spec(True)
+    spec = plamo3_spec(True)
     args_state: ClassVar[type[JsonState]] = Plamo3ArgsState
 
     def __init__(
@@ -249,12 +250,10 @@ class Plamo3ToolParser(EngineToolParser):
     def accepts(self, name: str) -> bool:
         return bool(name)
 
-    def finish(
-        self, state: ToolStreamState, request_id: str
-    ) -> tuple[ToolStreamState, list[Any]]:
+    def finish(self, state: JsonState, request_id: str) -> tuple[ToolStreamState, list[Event]]:
         # The lexer's held tail is where an unfinished marker ends the output; arguments
         # have their own rule (Plamo3Args).
-        if state.phase != S.ARGS:
+        if isinstance(state, ToolStreamState) and state.phase != S.ARGS:
             cut = unfinished_marker_at(state.held, self._cuts)
             state = state.replace(held=state.held[:cut])
         return super().finish(state, request_id)
