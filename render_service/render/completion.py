@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from render_service.errors import BadRequestError, NotImplementedFeatureError
+from render_service.errors import BadRequestError
 from render_service.model import ModelBundle
 from render_service.protocol import CompletionRequest, parse_request, vllm_validation_error
 from render_service.render.chat_prompt import check_mm_kwargs
 from render_service.render.context import RenderContext
 from render_service.render.generate_request import generate_request, sampling_inputs
+from render_service.render.messages import PROMPT_EMBEDS_DISABLED
 from render_service.render.prompt_limits import TokenizeLimits, max_tokens_for
 from render_service.render.sampling import SamplingInputs, build_sampling_params
 
@@ -56,7 +57,7 @@ def _check_completion_inputs(request: CompletionRequest) -> None:
             "suffix is only supported for models with FIM completion rendering", param="suffix"
         )
     if request.prompt_embeds is not None:
-        raise NotImplementedFeatureError("prompt_embeds are not supported by this render service")
+        raise vllm_validation_error(PROMPT_EMBEDS_DISABLED + ".", parameter="prompt_embeds")
 
 
 def _completion_limits(bundle: ModelBundle, request: CompletionRequest) -> TokenizeLimits:

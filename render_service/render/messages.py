@@ -269,7 +269,14 @@ def _extra_fields(part: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in part.items() if key not in _KNOWN_PART_FIELDS}
 
 
+# vLLM 0.33's text when prompt embeddings arrive without --enable-prompt-embeds (this
+# service has no such flag: embeddings are tensors it cannot validate without torch).
+PROMPT_EMBEDS_DISABLED = "You must set `--enable-prompt-embeds` to input `prompt_embeds`"
+
+
 def _multimodal_error(part_type: str) -> BadRequestError:
+    if part_type == "prompt_embeds":
+        return vllm_validation_error(PROMPT_EMBEDS_DISABLED, parameter="prompt_embeds")
     return BadRequestError(
         f"Multimodal content ({part_type!r}) is not supported by this render service; "
         "images (image_url) are, for models that take them.",

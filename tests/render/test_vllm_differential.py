@@ -140,6 +140,10 @@ def chat_bodies() -> list[tuple[str, dict[str, Any]]]:
         ("bad_cache_salt", {"messages": [USER], "cache_salt": "a/b"}),
         ("temperature_range", {"messages": [USER], "temperature": 3.0}),
         ("presence_range", {"messages": [USER], "presence_penalty": 3.0}),
+        ("prompt_embeds_part", {"messages": [{"role": "user", "content": [
+            {"type": "prompt_embeds", "data": "AAAA"}]}]}),
+        ("prompt_embeds_reasoning", {"messages": [USER, {"role": "assistant", "content": "x",
+            "reasoning": {"type": "prompt_embeds", "data": "AAAA"}}, USER]}),
     ]
     return bodies
 
@@ -199,6 +203,10 @@ COMPLETIONS = [
     ("too_long", {"prompt": "word " * 41000}),
     ("bad_prompt_type", {"prompt": {"a": 1}}),
     ("suffix", {"prompt": "Hi", "suffix": "there"}),
+    # Without --enable-prompt-embeds: vLLM's 400 (base64 or not, alone or with a prompt).
+    ("prompt_embeds", {"prompt_embeds": "AAAA"}),
+    ("prompt_embeds_list", {"prompt_embeds": ["AAAA", "not base64"]}),
+    ("prompt_embeds_and_prompt", {"prompt": "Hi", "prompt_embeds": "AAAA"}),
 ]
 
 
