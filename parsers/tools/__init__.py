@@ -44,6 +44,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "longcat": "parsers.tools.longcat:LongcatToolParser",
     "minimax_m3": "parsers.tools.minimax_m3:MinimaxM3ToolParser",
     "plamo3": "parsers.tools.plamo3:Plamo3ToolParser",
+    "granite4": "parsers.tools.granite4:Granite4ToolParser",
 }
 
 
@@ -137,6 +138,7 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
                                    engine_keeps_special_tokens=False),
     "plamo3": ToolParserTraits(supports_required_and_named=False, engine_based=True,
                                structural_tag_model="plamo3"),
+    "granite4": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
 }
 
 

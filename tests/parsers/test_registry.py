@@ -35,7 +35,6 @@ PENDING_TOOL_PARSERS = frozenset({
     "deepseek_v41",
     "dots",
     "granite-20b-fc",
-    "granite4",
     "hf",
     "hy_v4",
     "inkling",

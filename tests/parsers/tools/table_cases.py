@@ -188,3 +188,8 @@ CASES["minimax_m3"] = lambda: (qwen3().vocab, [
     f'Hi {_M3}<tool_call>\n{_M3}<invoke name="get_weather">{_M3}<city>P{_M3}</city>{_M3}</invoke>\n{_M3}</tool_call> t',
     f"{_M3}<tool_call>{_M3}<invoke name=f>{_M3}<a>{_M3}<b>1{_M3}</b>{_M3}</a>",
 ])
+CASES["granite4"] = lambda: (qwen3().vocab, [
+    "Hi <tool_call>" + _XW + "</tool_call> t </tool_call><tool_call>[1]</tool_call>",
+    '<tool_call><tool_call>{"name": "f", "arguments": 1}', "</tool_call> x <tool_call>",
+    '<tool_call>{"name": "f", "arguments": {"a": 1}}<tool_call>',
+])
