@@ -45,6 +45,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "minimax_m3": "parsers.tools.minimax_m3:MinimaxM3ToolParser",
     "plamo3": "parsers.tools.plamo3:Plamo3ToolParser",
     "granite4": "parsers.tools.granite4:Granite4ToolParser",
+    "seed_oss": "parsers.tools.seed_oss:SeedOssToolParser",
 }
 
 
@@ -139,6 +140,7 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "plamo3": ToolParserTraits(supports_required_and_named=False, engine_based=True,
                                structural_tag_model="plamo3"),
     "granite4": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
+    "seed_oss": ToolParserTraits(engine_based=True),
 }
 
 

@@ -48,7 +48,6 @@ PENDING_TOOL_PARSERS = frozenset({
     "muse_glimmer",
     "musespark1x",
     "poolside_v1",
-    "seed_oss",
     "step3",
     "step3p5",
     "step5",
@@ -71,7 +70,6 @@ PENDING_REASONING_PARSERS = frozenset({
     "muse_glimmer",
     "musespark1x",
     "poolside_v1",
-    "seed_oss",
     "step3p5",
 })
 

@@ -86,6 +86,26 @@ def open_value_kept(ours: tuple[str | None, list[tuple[str, str]]], theirs: Any)
     return isinstance(mine[last], str) and {k: v for k, v in mine.items() if k != last} == vllms
 
 
+def repeated_keys_same_object(ours: tuple[str | None, list[tuple[str, str]]], theirs: Any) -> bool:
+    """The XML families' named divergence: a repeated key is written twice where vLLM's dict
+    keeps it once; `json.loads` of both gives the same object (the rest is equal)."""
+    import json
+
+    def has_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [k for k, _ in pairs]
+        if len(set(keys)) != len(keys):
+            found.append(True)
+        return dict(pairs)
+
+    if isinstance(theirs, str) or ours[0] != theirs[0] or len(ours[1]) != len(theirs[1]):
+        return False
+    found: list[bool] = []
+    for (name, mine), (their_name, vllms) in zip(ours[1], theirs[1], strict=True):
+        if name != their_name or json.loads(mine, object_pairs_hook=has_repeats) != json.loads(vllms):
+            return False
+    return bool(found)
+
+
 def batch_mismatches(
     parser: ToolParser,
     cases: Mapping[str, Mapping[str, Any]],
@@ -104,7 +124,7 @@ def batch_mismatches(
         ours_result = parser.parse(case["text"], "req-1")
         ours = (ours_result.content, [(c.name, c.arguments) for c in ours_result.tool_calls])
         theirs = _theirs(results[name])
-        equal = ours == theirs or leading_ws_only(ours, theirs)
+        equal = ours == theirs or leading_ws_only(ours, theirs) or repeated_keys_same_object(ours, theirs)
         if not equal and same_object(name) and not isinstance(theirs, str):
             equal = ours[0] == theirs[0] and [(n, json.loads(a)) for n, a in ours[1]] == [
                 (n, json.loads(a)) for n, a in theirs[1]]
@@ -178,7 +198,7 @@ def composed_mismatches(
         ours_t = (got.content, [(c.name, c.arguments) for c in got.tool_calls])
         theirs_t = (batch["content"], [(c["name"], c["arguments"]) for c in batch["tool_calls"]])
         equal = got.reasoning == batch["reasoning"] and (
-            ours_t == theirs_t or leading_ws_only(ours_t, theirs_t)
+            ours_t == theirs_t or leading_ws_only(ours_t, theirs_t) or repeated_keys_same_object(ours_t, theirs_t)
             or (":hostile:cut@" in name and open_value_kept(ours_t, theirs_t))
             or (same_object(name) and ours_t[0] == theirs_t[0]
                 and [(n, json.loads(a)) for n, a in ours_t[1]]

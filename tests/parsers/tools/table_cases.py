@@ -193,3 +193,7 @@ CASES["granite4"] = lambda: (qwen3().vocab, [
     '<tool_call><tool_call>{"name": "f", "arguments": 1}', "</tool_call> x <tool_call>",
     '<tool_call>{"name": "f", "arguments": {"a": 1}}<tool_call>',
 ])
+
+CASES["seed_oss"] = lambda: (qwen3().vocab, [
+    _QWEN.replace("tool_call>", "seed:tool_call>"), "<seed:think>x</seed:think><function=f>\n<parameter=a>1",
+])
