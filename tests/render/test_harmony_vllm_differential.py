@@ -26,8 +26,17 @@ import pytest
 
 from render_service.api import Renderer
 from render_service.config import ServiceConfig
+from render_service.derender.api import Derenderer
 from render_service.errors import RenderServiceError
 from render_service.model import ModelBundle
+from tests.derender.ref_compare import (
+    chat_batch_views,
+    chunk_bodies,
+    fold_chat,
+    normalise,
+    run_stream,
+    stream_view_of_batch,
+)
 from tests.parsers.tokenizers_util import gpt_oss
 
 from .ref_server import ref_venv
@@ -169,11 +178,44 @@ LAUNCHES: dict[str, list[str]] = {
 REFUSABLE: set[str] = set()
 
 
+DERENDER = "/v1/chat/completions/derender"
+A, S = "<|channel|>analysis<|message|>", "<|start|>assistant"
+# Model outputs (Harmony text; special tokens become their ids) and their finish reasons.
+OUTPUTS: dict[str, tuple[str, str]] = {
+    "reason_final": (f"{A}The user greets. Reply.<|end|>{S}<|channel|>final<|message|>Hello there!<|return|>", "stop"),
+    "tool_call": (f"{A}Need weather.<|end|>{S}<|channel|>commentary to=functions.get_weather "
+                  '<|constrain|>json<|message|>{"city":"Paris","days":2}<|call|>', "stop"),
+    "preamble_call": (f"{A}Look up.<|end|>{S}<|channel|>commentary<|message|>One moment.<|end|>{S}"
+                      '<|channel|>commentary to=functions.search <|constrain|>json<|message|>{"query":"東京 🗼"}<|call|>', "stop"),
+    "cut_final": (f"{A}Long answer coming.<|end|>{S}<|channel|>final<|message|>The answer is", "length"),
+    "cut_header": (f"{A}Think.<|end|>{S}<|channel|>fin", "length"),
+    "bad_header": (f"<|channel|>analysis x y z<|message|>lost<|end|>{S}<|channel|>final<|message|>kept<|return|>", "stop"),
+    "plain": ("no harmony at all", "stop"),
+}  # fmt: skip
+DERENDER_REQUESTS: dict[str, dict[str, Any]] = {
+    "plain": {"messages": [U]},
+    "tools": {"messages": [U], "tools": [WEATHER, SEARCH], "tool_choice": "auto"},
+    "no_reasoning": {"messages": [U], "tools": [WEATHER, SEARCH], "include_reasoning": False},
+}
+
+
+def _derender_body(output: str, request: dict[str, Any]) -> dict[str, Any]:
+    text, finish = OUTPUTS[output]
+    ids = gpt_oss().encode(text)
+    prompt = [200006, 1428, 200008, 3686, 200007, 200006, 173781]
+    return {"chat_request": request, "prompt_token_ids": prompt,
+            "generate_response": {"request_id": "generate-tokens-h", "prompt_token_ids": prompt,
+                                  "choices": [{"index": 0, "token_ids": ids, "finish_reason": finish}]}}  # fmt: skip
+
+
 def _cases() -> Iterator[tuple[str, dict[str, Any], str]]:
     for name, body in CHAT_CASES.items():
         yield name, body, "/v1/chat/completions/render"
     for name, (body, path) in OTHER_CASES.items():
         yield name, body, path
+    for output in OUTPUTS:
+        for req_name, request in DERENDER_REQUESTS.items():
+            yield f"derender|{output}|{req_name}", _derender_body(output, request), DERENDER
 
 
 @pytest.fixture(scope="module")
@@ -208,12 +250,21 @@ def vllm_results(model_dir: Path) -> dict[str, Any]:
     return {k: v for launch in LAUNCHES for k, v in _vllm(model_dir, launch).items()}
 
 
+def _config(model_dir: Path, launch: str) -> ServiceConfig:
+    if launch == "tools":
+        return ServiceConfig(model=str(model_dir), tool_call_parser="openai", enable_auto_tool_choice=True)
+    return ServiceConfig(model=str(model_dir))
+
+
 @pytest.fixture(scope="module")
 def renderers(model_dir: Path) -> dict[str, Renderer]:
     bundle = ModelBundle.load(ServiceConfig(model=str(model_dir)))
-    tools = ServiceConfig(model=str(model_dir), tool_call_parser="openai", enable_auto_tool_choice=True)
-    return {"bare": Renderer(ServiceConfig(model=str(model_dir)), bundle=bundle),
-            "tools": Renderer(tools, bundle=bundle)}  # fmt: skip
+    return {launch: Renderer(_config(model_dir, launch), bundle=bundle) for launch in LAUNCHES}
+
+
+@pytest.fixture(scope="module")
+def derenderers(model_dir: Path, renderers: dict[str, Renderer]) -> dict[str, Derenderer]:
+    return {launch: Derenderer(_config(model_dir, launch), renderers[launch]) for launch in LAUNCHES}
 
 
 @pytest.fixture(autouse=True)
@@ -240,9 +291,55 @@ def _ours(renderer: Renderer, body: dict[str, Any], path: str) -> tuple[int, Any
 
 
 @pytest.mark.parametrize("launch", list(LAUNCHES))
+def test_derender_equals_vllm_batch_and_streams_equal_batch(launch: str, vllm_results, derenderers) -> None:
+    """Harmony outputs through the whole derender (our detokenizer, the Harmony parser,
+    assembly): the batch response equals vLLM's; our stream (one token per chunk, random
+    chunks, state round-tripped) folds to our batch."""
+    derenderer = derenderers[launch]
+    problems = []
+    for name, body, path in _cases():
+        if path != DERENDER:
+            continue
+        status, expected = vllm_results[f"{launch}|{name}"]
+        assert status == 200, (name, expected)
+        ours = derenderer.derender_chat(copy.deepcopy(body))
+        if normalise(ours) != normalise(expected):
+            problems.append(f"{name}:\n  ours {json.dumps(normalise(ours))[:1200]}\n  vllm {json.dumps(normalise(expected))[:1200]}")
+            continue
+        view = stream_view_of_batch(chat_batch_views(ours)[0], body["chat_request"])
+        ids = body["generate_response"]["choices"][0]["token_ids"]
+        finish = {0: body["generate_response"]["choices"][0]["finish_reason"]}
+        every = {"chat_request": body["chat_request"], "prompt_token_ids": body["prompt_token_ids"]}
+        for kind, seed in (("one", 0), ("random", 1), ("random", 2)):
+            sizes = (lambda i, n: [1] * n) if kind == "one" else _random_sizes(seed)
+            chunks = chunk_bodies({0: ids}, sizes, finish=finish)
+            folded = fold_chat(run_stream(derenderer.derender_chat, chunks, every, {}))[0]
+            folded.pop("roles")
+            if folded != view:
+                problems.append(f"{name} stream {kind}: {folded} != {view}")
+    assert not problems, "\n".join(problems)
+
+
+def _random_sizes(seed: int) -> Any:
+    import random
+
+    def sizes(index: int, n: int) -> list[int]:
+        rng, out, left = random.Random(seed * 1000 + n), [], n
+        while left:
+            take = min(left, rng.randint(1, 7))
+            out.append(take)
+            left -= take
+        return out
+
+    return sizes
+
+
+@pytest.mark.parametrize("launch", list(LAUNCHES))
 def test_render_equals_vllm(launch: str, vllm_results, renderers) -> None:
     problems = []
     for name, body, path in _cases():
+        if path == DERENDER:
+            continue
         expected = vllm_results[f"{launch}|{name}"]
         got = _ours(renderers[launch], body, path)
         if name in REFUSABLE and got[0] == 501:
