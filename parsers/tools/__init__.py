@@ -46,6 +46,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "plamo3": "parsers.tools.plamo3:Plamo3ToolParser",
     "granite4": "parsers.tools.granite4:Granite4ToolParser",
     "seed_oss": "parsers.tools.seed_oss:SeedOssToolParser",
+    "lfm2": "parsers.tools.lfm2:Lfm2ToolParser",
 }
 
 
@@ -141,6 +142,7 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
                                structural_tag_model="plamo3"),
     "granite4": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
     "seed_oss": ToolParserTraits(engine_based=True),
+    "lfm2": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
 }
 
 

@@ -40,7 +40,6 @@ PENDING_TOOL_PARSERS = frozenset({
     "inkling",
     "k2_horizon",
     "kimi_k3",
-    "lfm2",
     "ling3",
     "mimo",
     "minicpm5",

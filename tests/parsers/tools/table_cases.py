@@ -95,6 +95,17 @@ CASES["gigachat3"] = lambda: (qwen3().vocab, [
     "<|message_sep|> other", '<|function_call|>{"arguments": {}, "name": "f"}', "<|message_sep|>function call<|role_sep|>x",
 ])
 
+CASES["lfm2"] = lambda: (_lfm2_vocab(), [
+    " Hi <|tool_call_start|>[f(a=1), g(b='x')] <|tool_call_end|> ok <|tool_call_end|>x",
+    "<|tool_call_start|> nope", "<|tool_call_start|>[f(a=1)] x<|tool_call_end|>", "<|tool_call_start|>[f(a=",
+])
+
+
+def _lfm2_vocab():
+    from ..family_tokenizers import family_tokenizer
+
+    return family_tokenizer("tool", "lfm2").tokenizer
+
 
 def _plamo3() -> tuple[object, list[str]]:
     from parsers.tools import plamo3 as p
