@@ -65,6 +65,7 @@ from parsers._state import JsonState
 from parsers._text import check_ws_runs, ws_runs_append, ws_runs_text
 from parsers.harmony import HarmonyMachine, HarmonyState
 from parsers.tools import ToolParserTraits, tool_parser_traits
+from parsers.tools._engine import EngineToolParser
 
 __all__ = [
     "ChatOptions",
@@ -184,6 +185,13 @@ class ChatParser:
             # vLLM's engine ignores call events only when the request has tools; without
             # them it parses as "auto" and DelegatingParser keeps just the content.
             self.tool_parser = self.tool_parser.with_calls_suppressed()
+        if (
+            self.mode is ChatMode.AUTO
+            and isinstance(self.tool_parser, EngineToolParser)
+            and not self._engine_based()
+        ):
+            # DelegatingParser keeps such a content verbatim when no call is made.
+            self.tool_parser = self.tool_parser.with_raw_without_calls()
         self.keep_tool_calls = self._keeps_tool_calls()
         self.forces_tool_calls = self.named_tool is not None or options.tool_choice == "required"
         self.recovers_newlines = (

@@ -34,10 +34,13 @@ REASONING_PARSER_MODULES: dict[str, str] = {
     "minimax_m3": "parsers.reasoning.minimax_m3:MinimaxM3ReasoningParser",
     "plamo3": "parsers.reasoning.plamo3:Plamo3ReasoningParser",
     "seed_oss": "parsers.reasoning.seed_oss:SeedOssReasoningParser",
+    "step3p5": "parsers.reasoning.step3p5:Step3p5ReasoningParser",
+    "poolside_v1": "parsers.reasoning.poolside_v1:PoolsideV1ReasoningParser",
 }
 
 # Reasoning families whose vLLM class sets skip_special_tokens=False in `adjust_request`
 # (every adapter over vLLM's parser engine does; a legacy class that does is listed too).
 REASONING_KEEPS_SPECIAL_TOKENS: frozenset[str] = frozenset(
-    {"qwen3", "glm45", "glm47", "mistral", "nemotron_v3", "minicpmv", "gemma4", "kimi_k2", "minimax_m2", "plamo3", "seed_oss"}
+    {"qwen3", "glm45", "glm47", "mistral", "nemotron_v3", "minicpmv", "gemma4", "kimi_k2",
+     "minimax_m2", "plamo3", "seed_oss", "step3p5"}
 )

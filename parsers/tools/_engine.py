@@ -40,8 +40,13 @@ them, or decides at its end as the batch rule does. Content before the first too
 streams, holding back what the whitespace rules may still drop: trailing whitespace
 (stripping families), or a whitespace-only prefix. Content after it is held in `deferred`.
 
+Under a reasoning parser that is not engine-based, vLLM's DelegatingParser keeps the content
+verbatim when no call is made (`with_raw_without_calls`): the engine then also holds the raw
+text after its first tool event, and streams the markers it would absorb in content.
+
 Divergences from vLLM's batch (stream == our batch instead), each because the text had
-already streamed before it could be known: whitespace at the very start of the content,
+already streamed before it could be known: (raw mode) an absorbed marker before a call stays
+content; whitespace at the very start of the content,
 followed by other content and then a returned call, is kept (vLLM strips it; its own stream
 keeps it too); a held whitespace run longer than MAX_HELD_CHARS is streamed. The argument
 formats document their own.
@@ -49,6 +54,7 @@ formats document their own.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import functools
@@ -212,6 +218,8 @@ class EngineExt(JsonState):
                dropped) or the output ends (then kept).
     announced: a slot was announced.
     slots:     slots opened.
+    raw:       `keeps_raw_without_calls` only: every character since the first tool event
+               (markup included) while no slot is announced, the content if none ever is.
     """
 
     ws: str = ""
@@ -220,9 +228,10 @@ class EngineExt(JsonState):
     deferred: str = ""
     announced: bool = False
     slots: int = 0
+    raw: str = ""
 
     def held_chars(self) -> int:
-        return len(self.ws) + len(self.deferred)
+        return len(self.ws) + len(self.deferred) + len(self.raw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +292,10 @@ class EngineToolParser(TableToolParser):
     # The family's engine strips a slot's name text before deciding on it (GLM overrides
     # `_emit_name_delta` / `_handle_tool_end`): a name of only whitespace is then no name.
     strips_slot_name: ClassVar[bool] = False
+    # Composed under a reasoning parser that is not engine-based, vLLM's DelegatingParser
+    # returns the content verbatim (markup included) when no call is made: the engine then
+    # keeps the raw text after its first tool event (`with_raw_without_calls`).
+    keeps_raw_without_calls: bool = False
 
     def __init__(
         self,
@@ -308,6 +321,12 @@ class EngineToolParser(TableToolParser):
     @classmethod
     def state_type(cls) -> type[ToolStreamState]:
         return engine_state_class(cls.args_state, cls.ext_class)
+
+    def with_raw_without_calls(self) -> EngineToolParser:
+        """A copy whose content, when no slot is announced, is the text verbatim."""
+        clone = copy.copy(self)
+        clone.keeps_raw_without_calls = True
+        return clone
 
     def tool_properties(self, name: str) -> Mapping[str, Any]:
         """The `properties` of tool `name`'s parameters ({} without tools: no coercion)."""
@@ -394,17 +413,40 @@ def _build_table(spec: EngineSpec, drops: frozenset[str], skip_reasoning: bool) 
     neutral = spec.reasoning_markup() if skip_reasoning else frozenset()
     steps: dict[tuple[str, str], Step] = {}
     for state in S:
-        steps[(state, TEXT)] = Step(_state_text)
+        steps[(state, TEXT)] = Step(_keeping_raw(_state_text))
         steps[(state, EOS)] = Step(_end_of_output)
         for literal in drops:
-            steps[(state, literal)] = Step(_ignore)
+            steps[(state, literal)] = Step(_keeping_raw(_ignore, absorbs=True))
     for (state, terminal), tr in spec.transitions.items():
         if terminal in neutral:
             continue  # the marker stays text of the state
+        absorbs = state == tr.next == S.CONTENT and not tr.events
         for literal, name in literals.items():
             if name == terminal:
-                steps[(state, literal)] = Step(_transition(tr))
+                steps[(state, literal)] = Step(_keeping_raw(_transition(tr), absorbs=absorbs))
     return Table(tuple(S), (*literals, *drops), steps)
+
+
+def _keeping_raw(
+    action: Callable[[ERun, str], None], *, absorbs: bool = False
+) -> Callable[[ERun, str], None]:
+    """`keeps_raw_without_calls`: text after the first tool event is also kept raw, and a
+    marker the engine absorbs in content before it (a stray `</think>`, a special token) is
+    content, since the content is verbatim unless a call comes."""
+
+    def step(run: ERun, text: str) -> None:
+        if not run.parser.keeps_raw_without_calls:
+            action(run, text)
+            return
+        if absorbs and not run.ext.tool_seen and not run.suppress:
+            _content(run, text)
+            return
+        action(run, text)
+        ext: EngineExt = run.ext
+        if ext.tool_seen and not ext.announced:
+            run.ext = ext.replace(raw=ext.raw + text)
+
+    return step
 
 
 def _ignore(run: ERun, text: str) -> None:
@@ -583,7 +625,7 @@ def _decide_held(run: ERun, raw: str, announce: bool = True) -> None:
 
 
 def _announce(run: ERun) -> None:
-    run.ext = run.ext.replace(announced=True, deferred="")
+    run.ext = run.ext.replace(announced=True, deferred="", raw="")
 
 
 # -- content ---------------------------------------------------------------------------------
@@ -596,7 +638,7 @@ def _content(run: ERun, text: str) -> None:
     if run.suppress:
         run.content(text)
     elif ext.tool_seen:
-        if not ext.announced:
+        if not ext.announced and not run.parser.keeps_raw_without_calls:  # raw holds it
             run.ext = ext.replace(deferred=ext.deferred + text)
     else:
         _content_before_tools(run, ext, text)
@@ -628,7 +670,9 @@ def _content_at_end(run: ERun) -> None:
     ext: EngineExt = run.ext
     spec = run.parser.spec
     kept = ext.ws + ext.deferred
-    if not ext.tool_seen:
+    if ext.tool_seen and not ext.announced and run.parser.keeps_raw_without_calls:
+        run.content(ext.ws + ext.raw)
+    elif not ext.tool_seen:
         run.content(kept)
     elif run.n_calls and spec.strip_content_ws_with_tools:
         run.content((kept if ext.nonws else kept.lstrip()).rstrip())

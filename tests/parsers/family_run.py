@@ -12,8 +12,9 @@ the family's reasoning and/or tool parser, built on the family tokenizer, as der
 
 from __future__ import annotations
 
+import json
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,20 +179,73 @@ def assert_stream_invariant(run: FamilyRun, name: str, *, n_random: int = 20) ->
     return stats.max_state_bytes
 
 
-def assert_batches_match(run: FamilyRun, divergences: Mapping[str, str] = {}) -> int:
-    """Every case's composed batch equals vLLM's, except the named divergences, which must
-    really differ (a stale entry fails). Returns the number of cases compared."""
-    unknown = set(divergences) - set(run.names)
-    assert not unknown, f"divergences name no case: {sorted(unknown)}"
-    mismatches = {}
+def assert_batches_match(
+    run: FamilyRun,
+    divergences: Mapping[str, str] = {},
+    classify: Callable[[dict[str, Any], dict[str, Any]], set[str]] | None = None,
+) -> int:
+    """Every case's composed batch equals vLLM's, except documented divergences.
+
+    `divergences` maps a case name, or (with `classify`) a divergence kind, to its reason.
+    `classify(theirs, ours)` names the documented kinds that explain a difference (an empty
+    set: unexplained). A named case must really differ, and every named kind must occur at
+    least once (a stale entry fails). Returns the number of cases compared."""
+    mismatches, seen_kinds = {}, set()
     for name in run.names:
         theirs, mine = vllm_batch(run, name), our_batch(run, name)
         if name in divergences:
             assert theirs != mine, f"{name}: listed as a divergence but equals vLLM"
-        elif theirs != mine:
-            mismatches[name] = {"text": run.cases[name]["text"], "vllm": theirs, "ours": mine}
+            continue
+        if theirs == mine:
+            continue
+        kinds = classify(theirs, mine) if classify else set()
+        if kinds and kinds <= set(divergences):
+            seen_kinds |= kinds
+            continue
+        mismatches[name] = {"text": run.cases[name]["text"], "vllm": theirs, "ours": mine}
     assert not mismatches, mismatches
+    unused = set(divergences) - set(run.names) - seen_kinds
+    assert not unused, f"divergences that occur nowhere: {sorted(unused)}"
     return len(run.names)
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def xml_params_classify(theirs: dict[str, Any], ours: dict[str, Any]) -> set[str]:
+    """The Qwen3-Coder XML families' documented divergences (parsers/tools/qwen3_coder.py,
+    parsers/tools/_engine.py): `leading_ws` (content whitespace that streamed before a call),
+    `open_value_kept` (a parameter the output cut), `repeated_parameter` (written twice, the
+    same object)."""
+    kinds: set[str] = set()
+    if theirs["reasoning"] != ours["reasoning"]:
+        return set()
+    t_content, o_content = theirs["content"], ours["content"]
+    if t_content != o_content:
+        if not (o_content and (o_content.lstrip() or None) == t_content):
+            return set()
+        kinds.add("leading_ws")
+    if len(theirs["tool_calls"]) != len(ours["tool_calls"]):
+        return set()
+    for (t_name, t_args), (o_name, o_args) in zip(theirs["tool_calls"], ours["tool_calls"]):
+        if t_name != o_name:
+            return set()
+        if t_args == o_args:
+            continue
+        t_obj, o_obj = _loads(t_args), _loads(o_args)
+        if t_obj == o_obj:
+            kinds.add("repeated_parameter")
+        elif (isinstance(t_obj, dict) and isinstance(o_obj, dict)
+              and all(o_obj.get(k) == v for k, v in t_obj.items())
+              and list(o_obj)[: len(t_obj)] == list(t_obj)):
+            kinds.add("open_value_kept")
+        else:
+            return set()
+    return kinds
 
 
 def assert_streams_match_batch(run: FamilyRun, *, max_state_bytes: int = 1024) -> None:
@@ -213,4 +267,34 @@ THINK_CASES: dict[str, str] = {
     "ws_reasoning": "<think>\n  \n</think>\n",
     "tool_call_in_reasoning": "plan <tool_call>\n{\"name\": \"x\"}\n</tool_call> more</think>done",
     "long": "x" * 3000 + "</think>" + "y" * 3000,
+}
+
+
+def xml_call(name: str, **params: str) -> str:
+    body = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in params.items())
+    return f"<tool_call>\n<function={name}>\n{body}</function>\n</tool_call>"
+
+
+_W = xml_call("get_weather", city="Paris", days="3")
+# Hostile outputs for Qwen3-Coder XML families (after `</think>\n` where reasoning runs first).
+XML_CASES: dict[str, str] = {
+    "x:cjk_emoji_params": xml_call("get_weather", city="北京 🌧️ ☂️", days="七"),
+    "x:unknown_function": xml_call("no_such_tool", anything="42"),
+    "x:unknown_parameter": xml_call("get_weather", city="Oslo", colour="blue"),
+    "x:text_after_calls": _W + "\nThe call above fetches the forecast.",
+    "x:two_calls": _W + "\n" + xml_call("search", query='say "hi"', filters='{"n": 2}'),
+    "x:truncated_value": "Checking.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nPa",
+    "x:missing_tool_call_end": _W.removesuffix("</tool_call>"),
+    "x:function_without_tool_call": "Sure: <function=get_weather>\n<parameter=city>\nBern\n"
+                                    "</parameter>\n</function>",
+    "x:name_not_closed": "<tool_call>\n<function=get_weather</tool_call> after",
+    "x:empty_tool_call": "a <tool_call></tool_call> b",
+    "x:whitespace_only_content": "  \n<tool_call>\n</tool_call>\n  ",
+    "x:partial_marker_at_end": "I will call a tool <tool_",
+    "x:marker_in_content": "Use the <parameter=x> tag and </function> like this.",
+    "x:long_value": xml_call("search", query="λ" * 1500 + "\n" + "x" * 1500),
+    "x:empty_params": "<tool_call>\n<function=get_weather>\n</function>\n</tool_call>",
+    "x:name_from_json_body": '<function=>{"name": "get_weather", "arguments": {"city": "X"}}'
+                             "</function>",
+    "x:typed_fallbacks": xml_call("get_weather", days="three", unit="c"),
 }

@@ -48,8 +48,6 @@ PENDING_TOOL_PARSERS = frozenset({
     "musespark1x",
     "poolside_v1",
     "step3",
-    "step3p5",
-    "step5",
 })
 PENDING_REASONING_PARSERS = frozenset({
     "beam",
@@ -68,8 +66,6 @@ PENDING_REASONING_PARSERS = frozenset({
     "muse",
     "muse_glimmer",
     "musespark1x",
-    "poolside_v1",
-    "step3p5",
 })
 
 

@@ -84,6 +84,8 @@ PARSERS: dict[str, tuple[str, str | None]] = {
     "kimi_k2": ("qwen3", None),
     "longcat": ("qwen3", None),
     "plamo3": ("qwen3", None),
+    "step3p5": ("qwen3", None),
+    "step5": ("qwen3", None),
 }
 STRICT_LEVELS = ("auto", "function", "parameter")
 TAG_MODELS = {
@@ -98,8 +100,12 @@ TAG_MODELS = {
     "kimi_k2": "kimi",
     "longcat": "longcat",
     "plamo3": "plamo3",
+    "step3p5": "qwen_3_coder",
+    "step5": "qwen_3_coder",
 }
 ALIASES = ("qwen3_json", "qwen3_xml", "llama4_json")  # the same vLLM parser class as another
+# Other classes with qwen3_coder's tag model: the tool matrix only.
+SAME_TAG = ("step3p5", "step5")
 
 # -- tools ----------------------------------------------------------------------------------
 
@@ -420,7 +426,7 @@ def runs() -> list[dict[str, Any]]:
     for parser, (model, reasoning) in PARSERS.items():
         if parser in ("hermes", "llama3_json"):
             constraints = [*constraint_matrix(), *schema_cases()]
-        elif parser in ALIASES:
+        elif parser in ALIASES or parser in SAME_TAG:
             constraints = []
         else:
             constraints = list(constraint_matrix(SOME_CONSTRAINTS))

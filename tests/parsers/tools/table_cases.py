@@ -208,3 +208,7 @@ CASES["granite4"] = lambda: (qwen3().vocab, [
 CASES["seed_oss"] = lambda: (qwen3().vocab, [
     _QWEN.replace("tool_call>", "seed:tool_call>"), "<seed:think>x</seed:think><function=f>\n<parameter=a>1",
 ])
+
+# Step 3.5 / Step 5: the Qwen3-Coder table (step5 with the content's whitespace kept).
+CASES["step3p5"] = CASES["qwen3_coder"]
+CASES["step5"] = lambda: (qwen3().vocab, [_QWEN, "  \n<tool_call>\n</tool_call>\n  ", "x</think>y"])
