@@ -19,6 +19,9 @@ Reports total CPU seconds of each, their ratio (target >= 50), our cost of the l
 over the first (100 each, target <= 1.5; `--case agentic`: 1,000 each, target <= 1.2) and the
 largest serialised state in bytes. The final stdout line is JSON.
 
+`--case harmony`: a ~4,000-token gpt-oss output (analysis, a commentary preamble, one tool
+call) through openai_gptoss + openai against vLLM's HarmonyParser replay.
+
 `--case agentic`: a ~12,000-token output dominated by one `write_file` call whose content is
 a whole file (the shape of agent traffic), with 30 tools declared.
 
@@ -40,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 from parsers import ChatOptions, ChatParser, DetokState, IncrementalDetokenizer  # noqa: E402
 from parsers.registry import get_reasoning_parser, get_tool_parser  # noqa: E402
 from tests.parsers.chunking import collapse_events  # noqa: E402
-from tests.parsers.tokenizers_util import qwen3  # noqa: E402
+from tests.parsers.tokenizers_util import gpt_oss, qwen3  # noqa: E402
 from tests.parsers.vllm_ref import VllmRef  # noqa: E402
 
 TOOLS = [
@@ -115,13 +118,41 @@ def agent_tools() -> list[dict]:
     return tools
 
 
-CASES = {"mixed": (build_output, TOOLS, 2, 100), "agentic": (build_agentic_output, agent_tools(), 1, 1000)}
+def build_harmony_output(target_tokens: int, tok) -> str:
+    """gpt-oss: a long analysis message, a commentary preamble and one tool call (Harmony)."""
+    rng = random.Random(99)
+
+    def prose(n_tokens: int) -> str:
+        words: list[str] = []
+        while len(tok.encode(" ".join(words), add_special_tokens=False).ids) < n_tokens:
+            words.extend(rng.choice(_WORDS) for _ in range(20))
+        return " ".join(words)
+
+    args = json.dumps({"from": "Paris", "to": "Tokyo", "notes": prose(int(target_tokens * 0.1))},
+                      ensure_ascii=False, separators=(",", ":"))
+    return (f"<|channel|>analysis<|message|>{prose(int(target_tokens * 0.85))}<|end|>"
+            f"<|start|>assistant<|channel|>commentary<|message|>Let me check flights.<|end|>"
+            f"<|start|>assistant<|channel|>commentary to=functions.search_flights <|constrain|>json"
+            f"<|message|>{args}<|call|>")
 
 
-def run_ours(ids: list[int], prompt: list[int], bundle, tool_defs: list, n_calls: int) -> dict:
+# case -> (output builder, tools, calls, window, tokenizer, reasoning, tool parser, prompt)
+QWEN3_PROMPT = ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+                "<|im_start|>user\nPlan a trip to Tokyo and check the weather.<|im_end|>\n"
+                "<|im_start|>assistant\n<think>\n")
+HARMONY_PROMPT = "<|start|>user<|message|>Plan a trip to Tokyo and check the flights.<|end|><|start|>assistant"
+CASES = {
+    "mixed": (build_output, TOOLS, 2, 100, qwen3, "qwen3", "hermes", QWEN3_PROMPT),
+    "agentic": (build_agentic_output, agent_tools(), 1, 1000, qwen3, "qwen3", "hermes", QWEN3_PROMPT),
+    "harmony": (build_harmony_output, TOOLS, 1, 100, gpt_oss, "openai_gptoss", "openai", HARMONY_PROMPT),
+}
+
+
+def run_ours(ids: list[int], prompt: list[int], bundle, tool_defs: list, n_calls: int,
+             names: tuple[str, str]) -> dict:
     detok = IncrementalDetokenizer(bundle.tokenizer, bundle.special_ids, skip_special_tokens=False)
-    reasoning = get_reasoning_parser("qwen3")(bundle.tokenizer, {}, special_tokens=bundle.special_tokens)
-    tools = get_tool_parser("hermes")(bundle.tokenizer, tool_defs)
+    reasoning = get_reasoning_parser(names[0])(bundle.tokenizer, {}, special_tokens=bundle.special_tokens)
+    tools = get_tool_parser(names[1])(bundle.tokenizer, tool_defs)
     chat = ChatParser(reasoning, tools, ChatOptions(tool_choice="auto", enable_auto_tools=True))
     chat_state_type = chat.state_type()
 
@@ -157,14 +188,16 @@ def run_ours(ids: list[int], prompt: list[int], bundle, tool_defs: list, n_calls
     return {"per_chunk": per_chunk, "max_state_bytes": max_state, "text": text}
 
 
-def run_vllm(ids: list[int], prompt: list[int], bundle, sample_every: int, tool_defs: list) -> dict:
+def run_vllm(ids: list[int], prompt: list[int], bundle, sample_every: int, tool_defs: list,
+             names: tuple[str, str]) -> dict:
     ks = sorted({*range(0, len(ids), sample_every), len(ids) - 1})
     ref = VllmRef()
     try:
         result = ref.call(
-            "replay_cpu", tokenizer_dir=str(bundle.directory), reasoning_parser="qwen3",
-            tool_parser="hermes", enable_auto_tools=True, prompt_token_ids=prompt, ids=ids,
+            "replay_cpu", tokenizer_dir=str(bundle.directory), reasoning_parser=names[0],
+            tool_parser=names[1], enable_auto_tools=True, prompt_token_ids=prompt, ids=ids,
             sample_ks=ks, request={"tools": tool_defs, "tool_choice": "auto"},
+            is_harmony=names[1] == "openai",
         )
     finally:
         ref.close()
@@ -182,30 +215,27 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=None, help="4,000 (mixed) / 12,000 (agentic)")
     parser.add_argument("--sample-every", type=int, default=None, help="100 (mixed) / 1,000 (agentic)")
     args = parser.parse_args()
-    build, tool_defs, n_calls, window = CASES[args.case]
+    build, tool_defs, n_calls, window, tokenizer, reasoning_name, tool_name, prompt_text = CASES[args.case]
+    names = (reasoning_name, tool_name)
     tokens = args.tokens or (12000 if args.case == "agentic" else 4000)
     sample_every = args.sample_every or (1000 if args.case == "agentic" else 100)
 
-    bundle = qwen3()
+    bundle = tokenizer()
     output = build(tokens, bundle.tokenizer)
     ids = bundle.encode(output)
-    prompt = bundle.encode(
-        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
-        "<|im_start|>user\nPlan a trip to Tokyo and check the weather.<|im_end|>\n"
-        "<|im_start|>assistant\n<think>\n"
-    )
+    prompt = bundle.encode(prompt_text)
 
-    ours = run_ours(ids, prompt, bundle, tool_defs, n_calls)
+    ours = run_ours(ids, prompt, bundle, tool_defs, n_calls, names)
     assert ours["text"] == output, "detokenizer must reproduce the output exactly"
     ours_total = sum(ours["per_chunk"])
     first, last = sum(ours["per_chunk"][:window]), sum(ours["per_chunk"][-window:])
 
-    vllm = run_vllm(ids, prompt, bundle, sample_every, tool_defs)
+    vllm = run_vllm(ids, prompt, bundle, sample_every, tool_defs, names)
     report = {
         "bench": "stream_parse",
         "case": args.case,
         "tokens": len(ids),
-        "parsers": "qwen3 + hermes (tool_choice=auto)",
+        "parsers": f"{reasoning_name} + {tool_name} (tool_choice=auto)",
         "ours_cpu_s": round(ours_total, 4),
         "vllm_replay_cpu_s": round(vllm["estimated_total_cpu_s"], 3),
         "vllm_sampled_chunks": len(vllm["samples"]),

@@ -97,6 +97,7 @@ def _parser_cls(req):
         tool_parser_name=req.get("tool_parser"),
         reasoning_parser_name=req.get("reasoning_parser"),
         enable_auto_tools=req.get("enable_auto_tools", True),
+        is_harmony=req.get("is_harmony", False),
     )
 
 
