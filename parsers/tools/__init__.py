@@ -49,6 +49,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "granite4": "parsers.tools.granite4:Granite4ToolParser",
     "seed_oss": "parsers.tools.seed_oss:SeedOssToolParser",
     "lfm2": "parsers.tools.lfm2:Lfm2ToolParser",
+    "granite-20b-fc": "parsers.tools.granite_20b_fc:Granite20bFCToolParser",
 }
 
 
@@ -147,6 +148,7 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "granite4": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
     "seed_oss": ToolParserTraits(engine_based=True),
     "lfm2": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
+    "granite-20b-fc": ToolParserTraits(tool_view="presence"),
 }
 
 

@@ -34,7 +34,6 @@ PENDING_TOOL_PARSERS = frozenset({
     "deepseek_v4",
     "deepseek_v41",
     "dots",
-    "granite-20b-fc",
     "hf",
     "hy_v4",
     "inkling",

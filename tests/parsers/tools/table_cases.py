@@ -212,3 +212,8 @@ CASES["seed_oss"] = lambda: (qwen3().vocab, [
 # Step 3.5 / Step 5: the Qwen3-Coder table (step5 with the content's whitespace kept).
 CASES["step3p5"] = CASES["qwen3_coder"]
 CASES["step5"] = lambda: (qwen3().vocab, [_QWEN, "  \n<tool_call>\n</tool_call>\n  ", "x</think>y"])
+CASES["granite-20b-fc"] = lambda: (qwen3().vocab, [
+    "Hi <function_call> " + _XW + " t <function_call><function_call>", "<function_call>[1] x",
+    '<function_call>{"name": "f", "arguments": {"a": "<function_call>{"name": "g"',
+    "<function_call>" + _XW + " <function_call>",
+])
