@@ -50,6 +50,9 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "seed_oss": "parsers.tools.seed_oss:SeedOssToolParser",
     "lfm2": "parsers.tools.lfm2:Lfm2ToolParser",
     "granite-20b-fc": "parsers.tools.granite_20b_fc:Granite20bFCToolParser",
+    "deepseek_v32": "parsers.tools.deepseek_v32:DeepSeekV32ToolParser",
+    "deepseek_v4": "parsers.tools.deepseek_v4:DeepSeekV4ToolParser",
+    "deepseek_v41": "parsers.tools.deepseek_v4:DeepSeekV41ToolParser",
 }
 
 
@@ -149,6 +152,12 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "seed_oss": ToolParserTraits(engine_based=True),
     "lfm2": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
     "granite-20b-fc": ToolParserTraits(tool_view="presence"),
+    "deepseek_v32": ToolParserTraits(supports_required_and_named=False, engine_based=True,
+                                     structural_tag_model="deepseek_v3_2"),
+    "deepseek_v4": ToolParserTraits(supports_required_and_named=False, engine_based=True,
+                                    structural_tag_model="deepseek_v4"),
+    "deepseek_v41": ToolParserTraits(supports_required_and_named=False, engine_based=True,
+                                     structural_tag_model="deepseek_v4_1"),
 }
 
 

@@ -341,7 +341,36 @@ _PLAMO_NAME_END = "<|plamo:end_tool_name:plamo|>"
 _PLAMO_ARGS = "<|plamo:begin_tool_arguments:plamo|><|plamo:constrain|>json<|plamo:msg|>"
 _PLAMO_ARGS_END = "<|plamo:end_tool_arguments:plamo|>"
 
+def _dsml(calls: str, invoke: str, style: str, *, closed_without_tools: bool = False) -> Callable[..., dict[str, Any]]:
+    """xgrammar "deepseek_v3_2" / "deepseek_v4" / "deepseek_v4_1": DSML invokes in one block
+    (`closed_without_tools`: V4.1 also forbids the block when no tool is available)."""
+    begin, end = f"<｜DSML｜{calls}>", f"</｜DSML｜{calls}>"
+
+    def build(tools: list[TagTool], choice: str, single_call: bool) -> dict[str, Any]:
+        invokes = [
+            _tag(f'<｜DSML｜{invoke} name="{tool.name}">\n', _json_schema(tool.argument_schema, style=style),
+                 f"</｜DSML｜{invoke}>\n")
+            for tool in tools
+        ]  # fmt: skip
+        head = {"type": "const_string", "value": "\n\n" + begin + "\n"}
+        tail = {"type": "const_string", "value": end}
+        if choice == "forced":
+            return {"type": "sequence", "elements": [head, invokes[0], tail]}
+        if choice == "required":
+            return {"type": "sequence", "elements": [head, _separated(invokes, "", single_call), tail]}
+        if not invokes:
+            excludes = [*_THINK_EXCLUDES, *([begin] if closed_without_tools else [])]
+            return {"type": "any_text", "excludes": excludes, "max_tokens": None, "max_chars": None}
+        block = _tag(begin + "\n", _separated(invokes, "", single_call), end)
+        return _triggered([begin], [block], single_call, excludes=_THINK_EXCLUDES)
+
+    return build
+
+
 _BUILDERS: dict[str, Callable[[list[TagTool], str, bool], dict[str, Any]]] = {
+    "deepseek_v3_2": _dsml("function_calls", "invoke", "deepseek_xml"),
+    "deepseek_v4": _dsml("tool_calls", "invoke", "deepseek_xml"),
+    "deepseek_v4_1": _dsml(" calls", " invoke", "deepseek_v4_1_xml", closed_without_tools=True),
     "kimi": _kimi,
     "harmony": _harmony,
     "hermes": _hermes,

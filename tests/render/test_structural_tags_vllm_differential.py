@@ -86,6 +86,9 @@ PARSERS: dict[str, tuple[str, str | None]] = {
     "plamo3": ("qwen3", None),
     "step3p5": ("qwen3", None),
     "step5": ("qwen3", None),
+    "deepseek_v32": ("deepseek_r1", None),
+    "deepseek_v4": ("deepseek_r1", None),
+    "deepseek_v41": ("deepseek_r1", None),
 }
 STRICT_LEVELS = ("auto", "function", "parameter")
 TAG_MODELS = {
@@ -102,6 +105,9 @@ TAG_MODELS = {
     "plamo3": "plamo3",
     "step3p5": "qwen_3_coder",
     "step5": "qwen_3_coder",
+    "deepseek_v32": "deepseek_v3_2",
+    "deepseek_v4": "deepseek_v4",
+    "deepseek_v41": "deepseek_v4_1",
 }
 ALIASES = ("qwen3_json", "qwen3_xml", "llama4_json")  # the same vLLM parser class as another
 # Other classes with qwen3_coder's tag model: the tool matrix only.

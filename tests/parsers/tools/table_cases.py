@@ -217,3 +217,22 @@ CASES["granite-20b-fc"] = lambda: (qwen3().vocab, [
     '<function_call>{"name": "f", "arguments": {"a": "<function_call>{"name": "g"',
     "<function_call>" + _XW + " <function_call>",
 ])
+_DSML_CALL = '<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="city" string="true">x</｜DSML｜parameter>'
+CASES["deepseek_v32"] = lambda: (_deepseek_vocab(), [
+    f"Hi <｜DSML｜function_calls>\n{_DSML_CALL}</｜DSML｜invoke>\n</｜DSML｜function_calls> t",
+    '<｜DSML｜invoke name="">{"name": "f"}</｜DSML｜function_calls><｜DSML｜function_calls><｜DSML｜invoke name="g',
+])
+CASES["deepseek_v4"] = lambda: (_deepseek_vocab(), [
+    f"<think>r</think>Hi <｜DSML｜tool_calls>\n{_DSML_CALL}</｜DSML｜tool_calls> t <｜DSML｜tool>",
+    '</think><｜DSML｜toolcalls><｜DSML｜invoke name="f">">\n</｜DSML｜invoke><｜DSML｜invoke name="g',
+])
+CASES["deepseek_v41"] = lambda: (_deepseek_vocab(), [
+    '<think>r</think>Hi <｜DSML｜ calls>\n<｜DSML｜ invoke name="f">\n<｜DSML｜ parameter name="a">1'
+    "</｜DSML｜ invoke></｜DSML｜ calls> t",
+])
+
+
+def _deepseek_vocab():
+    from ..family_tokenizers import family_tokenizer
+
+    return family_tokenizer("tool", "deepseek_v4").tokenizer
