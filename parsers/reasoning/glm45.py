@@ -1,4 +1,5 @@
-"""`glm45` / `glm47` reasoning (vLLM 0.33 maps both to `Glm47MoeParserReasoningAdapter`, vllm/parser/glm47_moe.py).
+"""`glm45` / `glm47` / `ling3` reasoning (vLLM 0.33: `Glm47MoeParserReasoningAdapter`,
+vllm/parser/glm47_moe.py, and Ling3's adapter over the same config, vllm/parser/ling3.py).
 
 * Thinking is on unless `thinking` or `enable_thinking` is given in the chat template kwargs
   and both are falsy (upstream: on when both are absent, else `bool(thinking) or
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from parsers.reasoning._engine import Action, EngineReasoningParser, EngineSpec, Phase
 
-__all__ = ["Glm45ReasoningParser", "Glm47ReasoningParser", "GLM45_SPEC"]
+__all__ = ["Glm45ReasoningParser", "Glm47ReasoningParser", "Ling3ReasoningParser", "GLM45_SPEC"]
 
 THINK_START = "<think>"
 THINK_END = "</think>"
@@ -64,3 +65,9 @@ class Glm47ReasoningParser(Glm45ReasoningParser):
     """`glm47`: the same vLLM class as `glm45`."""
 
     name = "glm47"
+
+
+class Ling3ReasoningParser(Glm45ReasoningParser):
+    """`ling3`: vLLM's Ling3Parser reasons as GLM-4.7 does (thinking on by default)."""
+
+    name = "ling3"

@@ -46,7 +46,7 @@ from parsers.tools._base import json_dumps
 from parsers.tools._coerce import coerce_to_schema_type, schema_types
 from parsers.tools._engine import WS, EngineSpec, EngineToolParser, Ev, S, Tr, string_only
 
-__all__ = ["Glm47ToolParser", "ArgPairs", "ArgPairsState", "glm47_spec", "thinking_enabled"]
+__all__ = ["Glm47ToolParser", "Ling3ToolParser", "ArgPairs", "ArgPairsState", "glm47_spec", "thinking_enabled"]
 
 THINK_START, THINK_END = "<think>", "</think>"
 TOOL_START, TOOL_END = "<tool_call>", "</tool_call>"
@@ -280,3 +280,10 @@ class Glm47ToolParser(EngineToolParser):
 
     def arg_format(self, name: str) -> ArgPairs:
         return ArgPairs(self.tool_properties(name))
+
+
+class Ling3ToolParser(Glm47ToolParser):
+    """`ling3` (vLLM's Ling3ToolParser): GLM-4.7's engine and format under its own name; its
+    class keeps the default tool strict level."""
+
+    name: ClassVar[str] = "ling3"

@@ -236,3 +236,4 @@ def _deepseek_vocab():
     from ..family_tokenizers import family_tokenizer
 
     return family_tokenizer("tool", "deepseek_v4").tokenizer
+CASES["ling3"] = CASES["glm45"]
