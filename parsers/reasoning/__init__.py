@@ -39,6 +39,7 @@ REASONING_PARSER_MODULES: dict[str, str] = {
     "deepseek_v4": "parsers.reasoning.deepseek_v4:DeepSeekV4ReasoningParser",
     "deepseek_v41": "parsers.reasoning.deepseek_v4:DeepSeekV41ReasoningParser",
     "ling3": "parsers.reasoning.glm45:Ling3ReasoningParser",
+    "k2_horizon": "parsers.reasoning.k2_horizon:K2HorizonReasoningParser",
 }
 
 # Reasoning families whose vLLM class sets skip_special_tokens=False in `adjust_request`

@@ -52,7 +52,6 @@ PENDING_REASONING_PARSERS = frozenset({
     "hf",
     "hy_v4",
     "inkling",
-    "k2_horizon",
     "kimi_k3",
     "mimo",
     "muse",
