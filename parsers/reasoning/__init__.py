@@ -40,10 +40,11 @@ REASONING_PARSER_MODULES: dict[str, str] = {
     "deepseek_v41": "parsers.reasoning.deepseek_v4:DeepSeekV41ReasoningParser",
     "ling3": "parsers.reasoning.glm45:Ling3ReasoningParser",
     "k2_horizon": "parsers.reasoning.k2_horizon:K2HorizonReasoningParser",
+    "mimo": "parsers.reasoning.qwen3:MimoReasoningParser",
 }
 
 # Reasoning families whose vLLM class sets skip_special_tokens=False in `adjust_request`
 # (every adapter over vLLM's parser engine does; a legacy class that does is listed too).
 REASONING_KEEPS_SPECIAL_TOKENS: frozenset[str] = frozenset(
-    {"qwen3", "glm45", "glm47", "mistral", "nemotron_v3", "minicpmv", "gemma4", "kimi_k2", "minimax_m2", "plamo3", "seed_oss", "step3p5", "deepseek_v4", "deepseek_v41", "ling3"}
+    {"qwen3", "glm45", "glm47", "mistral", "nemotron_v3", "minicpmv", "gemma4", "kimi_k2", "minimax_m2", "plamo3", "seed_oss", "step3p5", "deepseek_v4", "deepseek_v41", "ling3", "mimo"}
 )

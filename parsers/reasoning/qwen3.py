@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from parsers.reasoning._engine import Action, EngineReasoningParser, EngineSpec, Phase
 
-__all__ = ["Qwen3ReasoningParser", "QWEN3_SPEC"]
+__all__ = ["Qwen3ReasoningParser", "MimoReasoningParser", "QWEN3_SPEC"]
 
 THINK_START = "<think>"
 THINK_END = "</think>"
@@ -54,3 +54,9 @@ class Qwen3ReasoningParser(EngineReasoningParser):
 
     def _thinking_enabled(self) -> bool:
         return bool(self.chat_template_kwargs.get("enable_thinking", True))
+
+
+class MimoReasoningParser(Qwen3ReasoningParser):
+    """`mimo` (vLLM's MiMoParserReasoningAdapter): the qwen3 grammar, ChatML turn boundaries."""
+
+    name = "mimo"

@@ -237,3 +237,4 @@ def _deepseek_vocab():
 
     return family_tokenizer("tool", "deepseek_v4").tokenizer
 CASES["ling3"] = CASES["glm45"]
+CASES["mimo"] = CASES["qwen3_coder"]
