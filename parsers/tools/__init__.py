@@ -25,6 +25,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "qwen3_xml": "parsers.tools.qwen3_coder:Qwen3CoderToolParser",
     "step3p5": "parsers.tools.step3p5:Step3p5ToolParser",
     "step5": "parsers.tools.step5:Step5ToolParser",
+    "step3": "parsers.tools.step3:Step3ToolParser",
     "deepseek_v3": "parsers.tools.deepseek_v3:DeepSeekV3ToolParser",
     "deepseek_v31": "parsers.tools.deepseek_v31:DeepSeekV31ToolParser",
     "granite": "parsers.tools.granite:GraniteToolParser",
@@ -116,6 +117,8 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "qwen3_xml": _QWEN_XML,
     "step3p5": _QWEN_XML,
     "step5": _QWEN_XML,
+    # Step3ToolParser: no structural tag; adjust_request keeps special tokens with tools.
+    "step3": ToolParserTraits(keeps_special_tokens=True),
     "deepseek_v3": ToolParserTraits(supports_required_and_named=False,
                                     structural_tag_model="deepseek_r1", tool_view="presence"),
     "deepseek_v31": ToolParserTraits(supports_required_and_named=False,

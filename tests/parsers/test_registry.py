@@ -41,7 +41,6 @@ PENDING_TOOL_PARSERS = frozenset({
     "muse_glimmer",
     "musespark1x",
     "poolside_v1",
-    "step3",
 })
 PENDING_REASONING_PARSERS = frozenset({
     "beam",

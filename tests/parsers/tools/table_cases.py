@@ -238,3 +238,9 @@ def _deepseek_vocab():
     return family_tokenizer("tool", "deepseek_v4").tokenizer
 CASES["ling3"] = CASES["glm45"]
 CASES["mimo"] = CASES["qwen3_coder"]
+
+_S3 = ("<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"f\">"
+       "<steptml:parameter name=\"a\">1</steptml:parameter></steptml:invoke><｜tool_call_end｜>")
+CASES["step3"] = lambda: (qwen3().vocab, [
+    "Hi " + _S3 + "<｜tool_calls_end｜> t", "<｜tool_calls_begin｜>x<｜tool_calls_end｜>y", _S3,
+])
