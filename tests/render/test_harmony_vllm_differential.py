@@ -181,7 +181,7 @@ REFUSABLE: set[str] = set()
 DERENDER = "/v1/chat/completions/derender"
 A, S = "<|channel|>analysis<|message|>", "<|start|>assistant"
 # Model outputs (Harmony text; special tokens become their ids) and their finish reasons.
-OUTPUTS: dict[str, tuple[str, str]] = {
+OUTPUTS: dict[str, tuple[str | list[int], str]] = {
     "reason_final": (f"{A}The user greets. Reply.<|end|>{S}<|channel|>final<|message|>Hello there!<|return|>", "stop"),
     "tool_call": (f"{A}Need weather.<|end|>{S}<|channel|>commentary to=functions.get_weather "
                   '<|constrain|>json<|message|>{"city":"Paris","days":2}<|call|>', "stop"),
@@ -191,7 +191,15 @@ OUTPUTS: dict[str, tuple[str, str]] = {
     "cut_header": (f"{A}Think.<|end|>{S}<|channel|>fin", "length"),
     "bad_header": (f"<|channel|>analysis x y z<|message|>lost<|end|>{S}<|channel|>final<|message|>kept<|return|>", "stop"),
     "plain": ("no harmony at all", "stop"),
+    # ids outside the vocabulary: an unused id of the model's embedding, and beyond it
+    "oov_added": ([200019, 5], "stop"),
+    "oov": ([300000], "stop"),
+    "oov_in_final": ([200005, 17196, 200008, 300000, 3686], "stop"),
 }  # fmt: skip
+# Where vLLM loses text and ours keeps it: its Harmony parser holds an id it cannot decode
+# and every later one of the message, ending the message with U+FFFD; our detokenizer decodes
+# the unknown id to nothing and the message goes on ("hi").
+DERENDER_DIVERGENCES = {"oov_in_final": ("\ufffd", "hi")}
 DERENDER_REQUESTS: dict[str, dict[str, Any]] = {
     "plain": {"messages": [U]},
     "tools": {"messages": [U], "tools": [WEATHER, SEARCH], "tool_choice": "auto"},
@@ -201,7 +209,7 @@ DERENDER_REQUESTS: dict[str, dict[str, Any]] = {
 
 def _derender_body(output: str, request: dict[str, Any]) -> dict[str, Any]:
     text, finish = OUTPUTS[output]
-    ids = gpt_oss().encode(text)
+    ids = gpt_oss().encode(text) if isinstance(text, str) else text
     prompt = [200006, 1428, 200008, 3686, 200007, 200006, 173781]
     return {"chat_request": request, "prompt_token_ids": prompt,
             "generate_response": {"request_id": "generate-tokens-h", "prompt_token_ids": prompt,
@@ -303,6 +311,13 @@ def test_derender_equals_vllm_batch_and_streams_equal_batch(launch: str, vllm_re
         status, expected = vllm_results[f"{launch}|{name}"]
         assert status == 200, (name, expected)
         ours = derenderer.derender_chat(copy.deepcopy(body))
+        output = name.split("|")[1]
+        if output in DERENDER_DIVERGENCES:
+            theirs_content, ours_content = DERENDER_DIVERGENCES[output]
+            assert expected["choices"][0]["message"]["content"] == theirs_content, name
+            assert ours["choices"][0]["message"]["content"] == ours_content, name
+            expected = copy.deepcopy(expected)
+            expected["choices"][0]["message"]["content"] = ours_content
         if normalise(ours) != normalise(expected):
             problems.append(f"{name}:\n  ours {json.dumps(normalise(ours))[:1200]}\n  vllm {json.dumps(normalise(expected))[:1200]}")
             continue
