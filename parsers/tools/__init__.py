@@ -56,6 +56,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "deepseek_v41": "parsers.tools.deepseek_v4:DeepSeekV41ToolParser",
     "ling3": "parsers.tools.glm47:Ling3ToolParser",
     "mimo": "parsers.tools.mimo:MimoToolParser",
+    "inkling": "parsers.tools.inkling:InklingToolParser",
 }
 
 
@@ -168,6 +169,7 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
                               structural_tag_model="glm_4_7"),
     "mimo": ToolParserTraits(supports_required_and_named=False, engine_based=True,
                              structural_tag_model="mimo"),
+    "inkling": ToolParserTraits(supports_required_and_named=False, engine_based=True),
 }
 
 

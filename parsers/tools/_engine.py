@@ -162,6 +162,9 @@ class EngineSpec:
     strip_content_ws_with_tools: bool = True
     drop_ws_only_content_before_tools: bool = True
     validate_tool_names: bool = False
+    # Content after the first tool event is content, not deferred (Inkling's flush of the
+    # engine's deferred content: text blocks may follow tool blocks).
+    keeps_content_after_tools: bool = False
     # Special tokens that are not terminals but must not be dropped either.
     preserve_tokens: frozenset[str] = frozenset()
 
@@ -356,6 +359,10 @@ class EngineToolParser(TableToolParser):
         state, out, _ = fmt.feed(state, raw)
         _, tail = fmt.end(state)
         return out + tail
+
+    def body_name_and_args(self, raw: str) -> tuple[Any, str]:
+        """vLLM's `_extract_name_and_args` of the family (its `_extract_args_value` keys)."""
+        return name_and_args_from_json(raw)
 
     def commit_name(self, raw_name: str) -> str:
         """The name a slot's name text commits under (vLLM strips it)."""
@@ -617,7 +624,7 @@ def _close_slot(run: ERun, announce: bool = True) -> None:
 def _decide_held(run: ERun, raw: str, announce: bool = True) -> None:
     """A slot without a usable name, at its end: the body as a `{"name", ...}` object."""
     parser = run.parser
-    name, arguments = name_and_args_from_json(raw)
+    name, arguments = parser.body_name_and_args(raw)
     if isinstance(name, str) and parser.accepts(name):
         if announce:
             _announce(run)
@@ -637,7 +644,7 @@ def _content(run: ERun, text: str) -> None:
     ext: EngineExt = run.ext
     if run.suppress:
         run.content(text)
-    elif ext.tool_seen:
+    elif ext.tool_seen and not run.parser.spec.keeps_content_after_tools:
         if not ext.announced and not run.parser.keeps_raw_without_calls:  # raw holds it
             run.ext = ext.replace(deferred=ext.deferred + text)
     else:
@@ -695,7 +702,9 @@ def name_in_args(raw: str) -> str:
     return found.group(1) if found else ""
 
 
-def name_and_args_from_json(raw: str) -> tuple[Any, str]:
+def name_and_args_from_json(
+    raw: str, keys: tuple[str, ...] = ("arguments", "parameters")
+) -> tuple[Any, str]:
     """vLLM's `_extract_name_and_args`: (name, arguments) of a raw body read as a
     `{"name", "arguments"}` object. Not JSON, or not an object: no name, the stripped body.
     The arguments are `arguments` (else `parameters`): a string verbatim, anything else
@@ -705,7 +714,7 @@ def name_and_args_from_json(raw: str) -> tuple[Any, str]:
     if not is_json(obj) or not isinstance(obj, dict):
         return "", body
     name = obj.get("name", "")
-    for key in ("arguments", "parameters"):
+    for key in keys:  # the family's `_extract_args_value` members, in its order
         if key in obj:
             value = obj[key]
             return name, value if isinstance(value, str) else json_dumps(value)

@@ -167,14 +167,23 @@ class GraniteArgsState(JsonState):
         return self.json.held_chars() + len(self.raw)
 
 
-_KEY = "arguments"
-
-
 class GraniteArgs:
     """vLLM's `_granite_arg_converter` + `_fix_arg_types` for the call named `name`."""
 
-    def __init__(self, name: str, properties: Mapping[str, Any], limit: int, coerce: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        properties: Mapping[str, Any],
+        limit: int,
+        coerce: Any,
+        key: str = "arguments",
+        fallback: Any = None,
+    ) -> None:
+        """`key`: the member holding the arguments; `fallback`: the family's
+        `(name, arguments)` of a whole body read as JSON (default: the engine's)."""
         self.name = name
+        self.key = key
+        self.fallback = fallback or name_and_args_from_json
         self.writer = JsonArgs(raw=True, schema=SchemaTable(properties), limit=limit)
         self.coerce = coerce  # the parser's `_fix_arg_types`, for a call decided whole
 
@@ -209,18 +218,17 @@ class GraniteArgs:
             return state.replace(seek=Seek.MEMBER, brackets=Brackets(), raw=""), at
         return self._seek_key(state.replace(raw=state.raw + text[i]), text[i]), i + 1
 
-    @staticmethod
-    def _seek_key(state: GraniteArgsState, ch: str) -> GraniteArgsState:
+    def _seek_key(self, state: GraniteArgsState, ch: str) -> GraniteArgsState:
         """vLLM's scan: the last top-level string followed by `:` names the member."""
         b = state.brackets
         if b.in_string:
             if b.escaped or ch == "\\":
                 return state.replace(brackets=b.replace(escaped=not b.escaped), key=None)
             if ch == '"':
-                keyed = b.depth == 1 and state.key == _KEY
+                keyed = b.depth == 1 and state.key == self.key
                 return state.replace(brackets=b.replace(in_string=False), keyed=keyed)
             key = state.key + ch if state.key is not None else None
-            return state.replace(key=key if key is not None and _KEY.startswith(key) else None)
+            return state.replace(key=key if key is not None and self.key.startswith(key) else None)
         if ch == '"':
             return state.replace(brackets=b.replace(in_string=True), key="")
         if ch == ":" and b.depth == 1 and state.keyed:
@@ -246,7 +254,7 @@ class GraniteArgs:
         if state.seek in (Seek.KEY, Seek.VALUE):
             return state, "{}"  # no member (or no value yet): the converter's "{}"
         if state.seek is Seek.HELD:  # the engine's fallback on the whole call
-            return state, self.coerce(name_and_args_from_json(state.raw)[1], self.name)
+            return state, self.coerce(self.fallback(state.raw)[1], self.name)
         if state.broken or state.seek is Seek.DONE:
             return state, ""
         js, written = self.writer.end(state.json)

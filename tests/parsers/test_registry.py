@@ -33,7 +33,6 @@ PENDING_TOOL_PARSERS = frozenset({
     "dots",
     "hf",
     "hy_v4",
-    "inkling",
     "k2_horizon",
     "kimi_k3",
     "minicpm5",

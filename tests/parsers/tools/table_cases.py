@@ -125,6 +125,23 @@ def _plamo3() -> tuple[object, list[str]]:
 CASES["plamo3"] = _plamo3
 
 
+def _inkling() -> tuple[object, list[str]]:
+    from parsers.tools import inkling as k
+
+    from ..family_tokenizers import family_tokenizer
+
+    call = k.MESSAGE_MODEL + k.CONTENT_INVOKE_TOOL_JSON + '{"name": "get_weather", "args": {"days": "3"}}'
+    return family_tokenizer("tool", "inkling").tokenizer, [
+        k.CONTENT_THINKING + "r" + k.END_MESSAGE + call + k.END_MESSAGE + k.MESSAGE_MODEL
+        + k.CONTENT_TEXT + "t" + k.CONTENT_MODEL_END_SAMPLING,
+        "a" + k.MESSAGE_MODEL + "h" + k.END_MESSAGE + call + k.MESSAGE_MODEL + "x",
+        k.CONTENT_INVOKE_TOOL_JSON + '{"args": {}}' + k.END_MESSAGE + k.MESSAGE_MODEL,
+    ]
+
+
+CASES["inkling"] = _inkling
+
+
 def family_cases(name: str) -> tuple[TableToolParser, list[str]]:
     vocab, texts = CASES[name]()
     parser = get_tool_parser(name.split("/")[0])(vocab, WEATHER_TOOLS)
