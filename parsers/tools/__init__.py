@@ -26,6 +26,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "step3p5": "parsers.tools.step3p5:Step3p5ToolParser",
     "step5": "parsers.tools.step5:Step5ToolParser",
     "step3": "parsers.tools.step3:Step3ToolParser",
+    "poolside_v1": "parsers.tools.poolside_v1:PoolsideV1ToolParser",
     "deepseek_v3": "parsers.tools.deepseek_v3:DeepSeekV3ToolParser",
     "deepseek_v31": "parsers.tools.deepseek_v31:DeepSeekV31ToolParser",
     "granite": "parsers.tools.granite:GraniteToolParser",
@@ -120,6 +121,9 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "step5": _QWEN_XML,
     # Step3ToolParser: no structural tag; adjust_request keeps special tokens with tools.
     "step3": ToolParserTraits(keeps_special_tokens=True),
+    # PoolsideV1ToolParser: own XML format for required/named (no JSON schema guidance).
+    "poolside_v1": ToolParserTraits(supports_required_and_named=False, keeps_special_tokens=True,
+                                    json_schema_choice=False),
     "deepseek_v3": ToolParserTraits(supports_required_and_named=False,
                                     structural_tag_model="deepseek_r1", tool_view="presence"),
     "deepseek_v31": ToolParserTraits(supports_required_and_named=False,

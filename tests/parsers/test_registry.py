@@ -39,7 +39,6 @@ PENDING_TOOL_PARSERS = frozenset({
     "muse",
     "muse_glimmer",
     "musespark1x",
-    "poolside_v1",
 })
 PENDING_REASONING_PARSERS = frozenset({
     "beam",

@@ -261,3 +261,8 @@ _S3 = ("<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><
 CASES["step3"] = lambda: (qwen3().vocab, [
     "Hi " + _S3 + "<｜tool_calls_end｜> t", "<｜tool_calls_begin｜>x<｜tool_calls_end｜>y", _S3,
 ])
+
+CASES["poolside_v1"] = lambda: (qwen3().vocab, [
+    "Hi <tool_call>f\n<arg_key>a</arg_key><arg_value>1</arg_value></tool_call> t <tool_call>g",
+    "<tool_call>f\n<arg_key>a</arg_key><arg_value>{1}</arg_value></tool_call> x", "a </tool_call>",
+])
