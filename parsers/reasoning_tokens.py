@@ -489,6 +489,55 @@ class _EngineCounter(ReasoningTokenCounter):
                              held="", held_offsets=())
 
 
+# gpt-oss (HarmonyParser.count_reasoning_tokens): ids of the Harmony vocabulary's special
+# tokens start here (o200k_base has 199,998 ordinary tokens), and the structural ones.
+_HARMONY_FIRST_SPECIAL = 199998
+_H_START, _H_MESSAGE = 200006, 200008
+_H_STOPS = frozenset({200002, 200007, 200012})  # <|return|>, <|end|>, <|call|>
+# Sub-phases kept in ReasoningCount.depth; ReasoningCount.held is the header text so far and
+# `ended` says the header's role is no longer preset to assistant.
+_H_HEAD, _H_BODY, _H_IDLE = 0, 1, 2
+
+
+class _HarmonyCounter(ReasoningTokenCounter):
+    """vLLM's HarmonyParser count: a token counts when, once it is read, the message is on
+    the analysis channel or is commentary to a recipient, and it is no special token. A
+    stream counts the same tokens (vLLM feeds every token to one parser)."""
+
+    def __init__(self, decode_piece: Callable[[int], str]) -> None:
+        self.decode_piece = decode_piece
+
+    def fold(self, state: ReasoningCount, token_ids: Sequence[int], text: str = ""
+             ) -> ReasoningCount:
+        from parsers.harmony import MAX_HEADER_CHARS, HeaderError, _normalize_recipient, parse_header
+
+        state = self.check(state)
+        sub, head, count, phase, fixed = state.depth, state.held, state.count, state.phase, state.ended
+        for token_id in token_ids:
+            if sub == _H_HEAD:
+                if token_id != _H_MESSAGE:
+                    head = (head + self.decode_piece(token_id))[:MAX_HEADER_CHARS]
+                    continue
+                try:
+                    header = parse_header(head, not fixed)
+                except HeaderError:
+                    sub, head = _H_IDLE, ""
+                    continue
+                recipient = _normalize_recipient(header.recipient)
+                counted = header.channel == "analysis" or (
+                    header.channel == "commentary" and recipient is not None)
+                sub, head, fixed = _H_BODY, "", True
+                phase = CountPhase.REASONING if counted else CountPhase.CONTENT
+            elif sub == _H_BODY:
+                if token_id in _H_STOPS:
+                    sub, phase = _H_IDLE, CountPhase.CONTENT
+                elif phase is CountPhase.REASONING and token_id < _HARMONY_FIRST_SPECIAL:
+                    count += 1
+            elif token_id == _H_START:
+                sub, head = _H_HEAD, ""
+        return state.replace(depth=sub, held=head, count=count, phase=phase, ended=fixed)
+
+
 def reasoning_token_counter(parser: ReasoningParser,
                             decode_piece: Callable[[int], str] | None = None
                             ) -> ReasoningTokenCounter:
@@ -501,6 +550,8 @@ def reasoning_token_counter(parser: ReasoningParser,
     name = parser.name
     if name == "granite":
         return ReasoningTokenCounter()
+    if name == "openai_gptoss":
+        return _HarmonyCounter(decode_piece or _vocab_decoder(parser.vocab))
     if name in ("deepseek_r1", "deepseek_v3"):
         if not getattr(parser, "thinking", True):
             return ReasoningTokenCounter()  # deepseek_v3 thinking off: IdentityReasoningParser

@@ -308,3 +308,21 @@ def test_every_phase_and_token_kind_is_handled(prefix: str) -> None:
             initial_state=parser.initial_state(), state_type=ChatState, pieces=pieces,
             expected=_collapsed(parser, text), n_random=2,
         )
+
+
+def test_reasoning_tokens_equal_vllms(oracle) -> None:
+    """usage reasoning_tokens (the gateway): HarmonyParser.count_reasoning_tokens on every case,
+    batch and folded one token at a time."""
+    from parsers.reasoning_tokens import reasoning_token_counter
+
+    tok = gpt_oss()
+    counter = reasoning_token_counter(get_reasoning_parser("openai_gptoss")(tok.tokenizer))
+    counts = {name: res["reasoning_tokens"] for name, res in oracle["auto"].items()}
+    assert counts["tool_call"] > 0 and counts["python_tool"] > 0 and counts["final_only"] == 0
+    for name, res in oracle["auto"].items():
+        ids = res["ids"]
+        assert counter.count(ids) == res["reasoning_tokens"], name
+        state = counter.start(streaming=True)
+        for token_id in ids:
+            state = counter.fold(type(state).from_json(json.loads(json.dumps(state.to_json()))), [token_id])
+        assert counter.finish(state).count == res["reasoning_tokens"], name

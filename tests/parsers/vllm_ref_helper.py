@@ -533,6 +533,8 @@ def op_harmony_one(req):
                                                       enable_auto_tools=enable_auto, parser_cls=parser_cls)
                 out["batch"] = {"reasoning": fields.reasoning, "content": fields.content,
                                 "tool_calls": _calls(fields.tool_calls)}
+                counter = parser_cls(tok, request.tools, chat_template_kwargs={}, model_config=None)
+                out["reasoning_tokens"] = counter.count_reasoning_tokens(ids)
             except Exception as exc:
                 out["batch_error"] = _err(exc)
             try:
