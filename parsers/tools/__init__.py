@@ -55,6 +55,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "deepseek_v32": "parsers.tools.deepseek_v32:DeepSeekV32ToolParser",
     "deepseek_v4": "parsers.tools.deepseek_v4:DeepSeekV4ToolParser",
     "deepseek_v41": "parsers.tools.deepseek_v4:DeepSeekV41ToolParser",
+    "k2_horizon": "parsers.tools.k2_horizon:K2HorizonToolParser",
     "ling3": "parsers.tools.glm47:Ling3ToolParser",
     "mimo": "parsers.tools.mimo:MimoToolParser",
     "inkling": "parsers.tools.inkling:InklingToolParser",
@@ -169,6 +170,9 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
                                     structural_tag_model="deepseek_v4"),
     "deepseek_v41": ToolParserTraits(supports_required_and_named=False, engine_based=True,
                                      structural_tag_model="deepseek_v4_1"),
+    # A legacy parser flagged engine_based_streaming; its adjust_request only checks the format.
+    "k2_horizon": ToolParserTraits(supports_required_and_named=False, engine_based=True,
+                                   engine_keeps_special_tokens=False),
     "ling3": ToolParserTraits(supports_required_and_named=False, engine_based=True,
                               structural_tag_model="glm_4_7"),
     "mimo": ToolParserTraits(supports_required_and_named=False, engine_based=True,

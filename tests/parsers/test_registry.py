@@ -34,6 +34,7 @@ PENDING_TOOL_PARSERS = frozenset({
     "hf",
     "hy_v4",
     "k2_horizon",
+    "inkling",
     "kimi_k3",
     "minicpm5",
     "muse",

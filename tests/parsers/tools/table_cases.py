@@ -266,3 +266,15 @@ CASES["poolside_v1"] = lambda: (qwen3().vocab, [
     "Hi <tool_call>f\n<arg_key>a</arg_key><arg_value>1</arg_value></tool_call> t <tool_call>g",
     "<tool_call>f\n<arg_key>a</arg_key><arg_value>{1}</arg_value></tool_call> x", "a </tool_call>",
 ])
+
+_K2H = "<ifm|tool_call>get_weather<ifm|arg_key>city</ifm|arg_key><ifm|arg_value>x</ifm|arg_value></ifm|tool_call>"
+CASES["k2_horizon"] = lambda: (_k2h_vocab(), [
+    f"Hi <ifm|tool_calls>{_K2H}</ifm|tool_calls> t </ifm|tool_calls><ifm|tool_calls>",
+    "</ifm|tool_calls><ifm|tool_calls><ifm|tool_calls>x</ifm|tool_calls>", "<ifm|tool_calls>open",
+])
+
+
+def _k2h_vocab():
+    from ..family_tokenizers import family_tokenizer
+
+    return family_tokenizer("tool", "k2_horizon").tokenizer
