@@ -41,10 +41,12 @@ REASONING_PARSER_MODULES: dict[str, str] = {
     "ling3": "parsers.reasoning.glm45:Ling3ReasoningParser",
     "k2_horizon": "parsers.reasoning.k2_horizon:K2HorizonReasoningParser",
     "mimo": "parsers.reasoning.qwen3:MimoReasoningParser",
+    "inkling": "parsers.reasoning.inkling:InklingReasoningParser",
 }
 
 # Reasoning families whose vLLM class sets skip_special_tokens=False in `adjust_request`
 # (every adapter over vLLM's parser engine does; a legacy class that does is listed too).
 REASONING_KEEPS_SPECIAL_TOKENS: frozenset[str] = frozenset(
-    {"qwen3", "glm45", "glm47", "mistral", "nemotron_v3", "minicpmv", "gemma4", "kimi_k2", "minimax_m2", "plamo3", "seed_oss", "step3p5", "deepseek_v4", "deepseek_v41", "ling3", "mimo"}
+    {"qwen3", "glm45", "glm47", "mistral", "nemotron_v3", "minicpmv", "gemma4", "kimi_k2", "minimax_m2", "plamo3", "seed_oss", "step3p5", "deepseek_v4", "deepseek_v41", "ling3", "mimo",
+     "inkling"}
 )

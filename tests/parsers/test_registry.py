@@ -48,7 +48,6 @@ PENDING_REASONING_PARSERS = frozenset({
     "granite_thinking_parser",
     "hf",
     "hy_v4",
-    "inkling",
     "kimi_k3",
     "muse",
     "muse_glimmer",
