@@ -33,8 +33,6 @@ PENDING_TOOL_PARSERS = frozenset({
     "dots",
     "hf",
     "hy_v4",
-    "k2_horizon",
-    "inkling",
     "kimi_k3",
     "minicpm5",
     "muse",
