@@ -24,4 +24,4 @@ STEP5_SPEC: EngineSpec = dataclasses.replace(
 
 class Step5ToolParser(Qwen3CoderToolParser):
     name: ClassVar[str] = "step5"
-    spec: ClassVar[EngineSpec] = STEP5_SPEC
+    spec = STEP5_SPEC
