@@ -367,7 +367,104 @@ def _dsml(calls: str, invoke: str, style: str, *, closed_without_tools: bool = F
     return build
 
 
+def _const(value: str) -> dict[str, Any]:
+    return {"type": "const_string", "value": value}
+
+
+def _sequence(*elements: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "sequence", "elements": list(elements)}
+
+
+def _one_or_any(formats: list[dict[str, Any]]) -> dict[str, Any]:
+    return formats[0] if len(formats) == 1 else {"type": "or", "elements": formats}
+
+
+# GLM-4.7's control tokens: never free text inside a value (vLLM's _GLM_4_7_VALUE_EXCLUDES).
+_GLM_EXCLUDES = ("<think>", "</think>", "<tool_call>", "</tool_call>",
+                 "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")  # fmt: skip
+_GLM_TEXT_EXCLUDES = [e for e in _GLM_EXCLUDES if e != "<tool_call>"]  # the trigger stays
+
+
+def _glm_value(prop: Any) -> dict[str, Any]:
+    """vLLM's `_glm_4_7_value_format`: a raw value as the chat template writes it."""
+    prop = prop if isinstance(prop, dict) else {}
+    if "enum" in prop:
+        return _one_or_any([_const(v if isinstance(v, str) else json.dumps(v)) for v in prop["enum"]])
+    kind = prop.get("type")
+    text = {"type": "any_text", "excludes": list(_GLM_EXCLUDES), "max_tokens": None, "max_chars": None}
+    if isinstance(kind, list):
+        formats = [_glm_value({"type": k}) for k in kind if k != "string"]
+        return _one_or_any([*formats, text] if "string" in kind else formats)
+    if kind in (None, "string"):
+        return text
+    return _json_schema({"type": kind})
+
+
+def _glm_plain_properties(params: dict[str, Any]) -> dict[str, Any] | None:
+    properties = params.get("properties")
+    if (not isinstance(properties, dict) or not properties or params.get("additionalProperties") is True
+            or any(key in params for key in ("$ref", "allOf", "anyOf", "oneOf", "patternProperties"))):
+        return None
+    return properties
+
+
+def _glm_tool_tag(tool: TagTool) -> dict[str, Any]:
+    """A strict tool's schema-pinned tag, or vLLM's shallow tag (keys and value kinds)."""
+    begin = f"<tool_call>{tool.name}"
+    properties = None if tool.strict else _glm_plain_properties(tool.parameters or {})
+    if properties is None:
+        return _tag(begin, _json_schema(tool.argument_schema, style="glm_xml"), "</tool_call>")
+    pairs = [
+        _sequence(_const(f"<arg_key>{key}</arg_key><arg_value>"), _glm_value(prop), _const("</arg_value>"))
+        for key, prop in properties.items()
+    ]
+    return _tag(begin, {"type": "star", "content": _one_or_any(pairs)}, "</tool_call>")
+
+
+def _glm_4_7(tools: list[TagTool], choice: str, single_call: bool) -> dict[str, Any]:
+    """vLLM's own "glm_4_7" builder; strict-only requests get xgrammar's builtin."""
+    tags = [_glm_tool_tag(tool) for tool in tools]
+    if all(tool.strict for tool in tools):
+        if choice == "forced":
+            return tags[0]
+        return _triggered(["<tool_call>"], tags, single_call, at_least_one=choice == "required",
+                          excludes=_GLM_TEXT_EXCLUDES)  # fmt: skip
+    if choice == "auto":
+        return _triggered(["<tool_call>"], tags, single_call, excludes=_GLM_TEXT_EXCLUDES)
+    return _separated(tags, "", choice == "forced" or single_call)
+
+
+def _minimax(tools: list[TagTool], choice: str, single_call: bool) -> dict[str, Any]:
+    """vLLM's own "minimax" builder: invokes inside one `<minimax:tool_call>` block."""
+    tags = [
+        _tag(f'<invoke name="{tool.name}">\n', _json_schema(tool.argument_schema, style="minimax_xml"),
+             "</invoke>\n")  # fmt: skip
+        for tool in tools
+    ]
+    if choice == "auto":
+        block = _tag("<minimax:tool_call>\n", _separated(tags, "", single_call), "</minimax:tool_call>")
+        return _triggered(["<minimax:tool_call>"], [block], single_call, excludes=_THINK_EXCLUDES)
+    return _sequence(_const("\n<minimax:tool_call>\n"), _separated(tags, "", choice == "forced" or single_call),
+                     _const("</minimax:tool_call>"))  # fmt: skip
+
+
+def _mimo(tools: list[TagTool], choice: str, single_call: bool) -> dict[str, Any]:
+    """xgrammar "mimo": `<tool_call><function=NAME>` with Qwen XML parameters, no newlines."""
+    tags = [
+        _tag(f"<tool_call><function={tool.name}>", _json_schema(tool.argument_schema, style="qwen_xml"),
+             "</function></tool_call>")  # fmt: skip
+        for tool in tools
+    ]
+    if choice == "forced":
+        return tags[0]
+    return _triggered(["<tool_call>"], tags, single_call, at_least_one=choice == "required",
+                      excludes=["<think>", "</think>", "</tool_call>", "<function="])  # fmt: skip
+
+
 _BUILDERS: dict[str, Callable[[list[TagTool], str, bool], dict[str, Any]]] = {
+    "glm_4_7": _glm_4_7,
+    "minimax": _minimax,
+    "mimo": _mimo,
     "deepseek_v3_2": _dsml("function_calls", "invoke", "deepseek_xml"),
     "deepseek_v4": _dsml("tool_calls", "invoke", "deepseek_xml"),
     "deepseek_v4_1": _dsml(" calls", " invoke", "deepseek_v4_1_xml", closed_without_tools=True),

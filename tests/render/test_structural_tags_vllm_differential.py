@@ -89,6 +89,11 @@ PARSERS: dict[str, tuple[str, str | None]] = {
     "deepseek_v32": ("deepseek_r1", None),
     "deepseek_v4": ("deepseek_r1", None),
     "deepseek_v41": ("deepseek_r1", None),
+    "glm45": ("qwen3", None),
+    "glm47": ("qwen3", None),
+    "ling3": ("qwen3", None),
+    "minimax_m2": ("qwen3", None),
+    "mimo": ("qwen3", None),
 }
 STRICT_LEVELS = ("auto", "function", "parameter")
 TAG_MODELS = {
@@ -108,10 +113,15 @@ TAG_MODELS = {
     "deepseek_v32": "deepseek_v3_2",
     "deepseek_v4": "deepseek_v4",
     "deepseek_v41": "deepseek_v4_1",
+    "glm45": "glm_4_7",
+    "glm47": "glm_4_7",
+    "ling3": "glm_4_7",
+    "minimax_m2": "minimax",
+    "mimo": "mimo",
 }
-ALIASES = ("qwen3_json", "qwen3_xml", "llama4_json")  # the same vLLM parser class as another
+ALIASES = ("qwen3_json", "qwen3_xml", "llama4_json", "glm47")  # the same vLLM parser class as another
 # Other classes with qwen3_coder's tag model: the tool matrix only.
-SAME_TAG = ("step3p5", "step5")
+SAME_TAG = ("step3p5", "step5", "ling3")
 
 # -- tools ----------------------------------------------------------------------------------
 
