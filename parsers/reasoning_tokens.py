@@ -11,7 +11,7 @@ ReasoningParserManager, checked in the reference venv):
   `</think>` token ids: a token is counted while the depth is above zero, markers are not,
   and a stray end never takes the depth below zero. Streaming recounts the same ids, so the
   stream and the batch agree.
-* `qwen3`, `glm45`, `mistral`: adapters over vLLM's parser engine
+* `qwen3`, `glm45`, `mistral`, `kimi_k2`: adapters over vLLM's parser engine
   (`ParserEngineReasoningAdapter.count_reasoning_tokens`), which sum the token counts the
   engine attached to the REASONING text it emitted. Two regimes:
 
@@ -123,7 +123,18 @@ _MISTRAL = _Family(  # vllm/parser/mistral.py mistral_config("special_token"); t
      (R, Kind.TOOL_START): (T, True), (C, Kind.TOOL_START): (T, True),
      (T, Kind.TOOL_START): (T, False), (T, Kind.OTHER): (T, False)},
 )
-_FAMILIES = {"qwen3": _QWEN3, "glm45": _GLM45, "mistral": _MISTRAL}
+_KIMI_K2 = _Family(  # vllm/parser/kimi_k2.py kimi_k2_config(thinking=True); tools never end
+    {"<think>": Kind.THINK_START, "</think>": Kind.THINK_END,
+     "<|tool_calls_section_begin|>": Kind.TOOL_START, "<|tool_calls_section_end|>": Kind.OTHER,
+     "<|tool_call_begin|>": Kind.OTHER, "<|tool_call_end|>": Kind.OTHER,
+     "<|tool_call_argument_begin|>": Kind.OTHER},
+    {(R, Kind.THINK_START): (R, False), (R, Kind.THINK_END): (C, True),
+     (C, Kind.THINK_END): (C, False), (R, Kind.TOOL_START): (T, True),
+     (C, Kind.TOOL_START): (T, False)},
+)
+
+
+_FAMILIES = {"qwen3": _QWEN3, "glm45": _GLM45, "mistral": _MISTRAL, "kimi_k2": _KIMI_K2}
 
 _DROP = "drop"  # a special token that is no marker: vLLM's engine drops it
 

@@ -11,6 +11,7 @@ import pytest
 
 from parsers import ChatOptions, ChatParser
 from parsers.reasoning.kimi_k2 import KimiK2ReasoningParser
+from parsers.reasoning_tokens import reasoning_token_counter
 from parsers.tools.kimi_k2 import KimiK2ToolParser
 
 from ..chunking import Collapsed, CollapsedCall, assert_chunking_invariant
@@ -138,6 +139,7 @@ def test_kimi_k2_matches_vllm(oracle, bundle) -> None:
 
 def compare(oracle: dict[str, dict[str, Any]], bundle) -> tuple[list[str], set[str]]:
     tool, reasoning, chat = _tool(bundle), _reasoning(bundle), _chat(bundle)
+    counter = reasoning_token_counter(reasoning)
     errors, diverged = [], set()
     for name, case in CASES.items():
         res = oracle[name]
@@ -156,6 +158,9 @@ def compare(oracle: dict[str, dict[str, Any]], bundle) -> tuple[list[str], set[s
         if (mine[0], mine_ids) != (theirs[0], theirs_ids):
             (diverged.add(name) if name in DIVERGENCES
              else errors.append(f"tool {name}: ours {mine} != vLLM {theirs}"))  # fmt: skip
+        count = counter.finish(counter.fold(counter.start([], streaming=False), bundle.encode(text))).count
+        if "reasoning_tokens" in res and count != res["reasoning_tokens"]:
+            errors.append(f"reasoning tokens {name}: ours {count} != vLLM {res['reasoning_tokens']}")
         ours_r = reasoning.parse(text)
         if (ours_r.reasoning, ours_r.content) != (res["reasoning"]["reasoning"], res["reasoning"]["content"]):
             errors.append(f"reasoning {name}: ours {ours_r} != vLLM {res['reasoning']}")
