@@ -15,8 +15,9 @@ fallback (`args`, `arguments`, `parameters`); values coerced to the tool's schem
 Content after calls stays content (vLLM's flush of the engine's deferred content); content
 whitespace is not stripped, a whitespace-only content with calls is dropped.
 
-Divergences (stream == our batch; named in the tests): the engine's leading-whitespace rule
-(`_engine`); a coerced value after non-canonical text (`_json_args` raw mode).
+Divergence (stream == our batch; DIVERGENCES in tests/parsers/tools/test_tool_inkling.py): a
+coerced value after non-canonical text is written coerced within the model's text (vLLM
+re-serialises the object; the two are JSON-equal).
 """
 
 from __future__ import annotations

@@ -17,10 +17,11 @@ At the end of the output a trailing unfinished marker (text from the last `<|pla
 a proper prefix of a terminal, cut where the terminal's tokens meet) is dropped from the
 content and the name, as vLLM's `_strip_unfinished_marker` does on token ids.
 
-Divergences (stream == our batch; named in the tests): the engine's leading-whitespace rule
-(`_engine`); arguments with text after their JSON value keep the value as streamed (coerced
-where the schema changed it) followed by the raw text (vLLM: the raw text; equal without
-coercion); a `<|plamo:` remainder longer than MAX_HELD_CHARS after a value is kept.
+Divergences (stream == our batch; DIVERGENCES in tests/parsers/tools/test_tool_plamo3.py):
+arguments with text after a JSON value whose values the schema coerced keep the coerced value
+as streamed, then the raw text (vLLM: the raw text); a coerced value after non-canonical text
+is written coerced within the model's text (vLLM re-serialises; JSON-equal); a `<|plamo:`
+remainder longer than MAX_HELD_CHARS after a value is kept.
 """
 
 from __future__ import annotations

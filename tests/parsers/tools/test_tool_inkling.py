@@ -61,6 +61,11 @@ OWN = {
     "long_args": call(json.dumps({"name": "search", "args": {"query": "長い" * 400}})),
     "empty_body": call(""),
     "two_ends": call('{"name": "search", "args": {}}') + END_MESSAGE + END_MESSAGE + "tail",
+    "coerced_noncanonical": call('{"name": "get_weather", "args": {"city":"x",  "days": "3"}}'),
+}
+DIVERGENCES = {
+    "coerced_noncanonical": "a coerced value after non-canonical text: written coerced within "
+    "the model's text (vLLM re-serialises the object; the two are JSON-equal)",
 }
 
 
@@ -81,10 +86,15 @@ def oracle(vllm_ref):
 def test_batch_matches_vllm(oracle) -> None:
     bundle, out = oracle
     bad = []
+    diverged = {OWN[k]: k for k in DIVERGENCES}
     for case, res in zip(out.cases, out.results, strict=True):
         assert "batch" in res, res
         ours = batch_of(chat_parser(bundle, NAME, None), case)
-        if ours != vllm_batch(res):
+        if case["text"] in diverged:  # DIVERGENCES: JSON-equal arguments, other strings
+            (_, _, [(o_name, o_args)]), (_, _, [(t_name, t_args)]) = ours, vllm_batch(res)
+            assert o_name == t_name and o_args != t_args
+            assert json.loads(o_args) == json.loads(t_args) == {"city": "x", "days": 3}
+        elif ours != vllm_batch(res):
             bad.append((case["text"], ours, vllm_batch(res)))
     assert bad == [], "\n".join(map(repr, bad[:8])) + f"\n{len(bad)} cases differ"
 
