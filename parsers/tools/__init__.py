@@ -59,6 +59,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "ling3": "parsers.tools.glm47:Ling3ToolParser",
     "mimo": "parsers.tools.mimo:MimoToolParser",
     "inkling": "parsers.tools.inkling:InklingToolParser",
+    "apertus": "parsers.tools.apertus:ApertusToolParser",
 }
 
 
@@ -178,6 +179,7 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "mimo": ToolParserTraits(supports_required_and_named=False, engine_based=True,
                              structural_tag_model="mimo"),
     "inkling": ToolParserTraits(supports_required_and_named=False, engine_based=True),
+    "apertus": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
 }
 
 

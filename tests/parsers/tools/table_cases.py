@@ -124,6 +124,17 @@ def _plamo3() -> tuple[object, list[str]]:
 
 CASES["plamo3"] = _plamo3
 
+CASES["apertus"] = lambda: (_apertus_vocab(), [
+    ' Hi <|tools_prefix|>[{"f": {"a": 1}}, {}] x <|tools_suffix|> y <|tools_suffix|>',
+    '<|tools_prefix|> nope', '<|tools_prefix|>{"f": "s"}', '<|tools_prefix|>[{"f": {"a": ',
+])
+
+
+def _apertus_vocab():
+    from ..family_tokenizers import family_tokenizer
+
+    return family_tokenizer("tool", "apertus").tokenizer
+
 
 def _inkling() -> tuple[object, list[str]]:
     from parsers.tools import inkling as k
