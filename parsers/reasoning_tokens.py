@@ -567,6 +567,8 @@ def reasoning_token_counter(parser: ReasoningParser,
         if not getattr(parser, "thinking", True):
             return ReasoningTokenCounter()  # deepseek_v3 thinking off: IdentityReasoningParser
         return _DepthCounter(parser.start_token_id, parser.end_token_id)  # type: ignore[attr-defined]
+    if name == "k2_horizon":  # a DeepSeekR1ReasoningParser over the effort's think markers
+        return _DepthCounter(parser.start_token_id, parser.end_token_id)  # type: ignore[attr-defined]
     family = _FAMILIES.get(name)
     if family is None:
         raise ParserConfigError(f"no reasoning token counter for parser {name!r}")

@@ -80,6 +80,8 @@ class K2HorizonReasoningParser(ReasoningParser):
         if vocab.token_to_id(self.think_start) is None or vocab.token_to_id(self.think_end) is None:
             raise ParserConfigError("k2_horizon could not locate think start/end tokens in the tokenizer")
         self._ids = {m: vocab.token_to_id(m) for m in (self.think_start, self.think_end, TOOL_CALLS)}
+        self.start_token_id = self._ids[self.think_start]
+        self.end_token_id = self._ids[self.think_end]
         self._markers = MarkerSet((self.think_end, TOOL_CALLS))
 
     @classmethod

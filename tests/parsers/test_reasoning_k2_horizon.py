@@ -12,6 +12,7 @@ from parsers import ChatOptions, ChatParser
 from parsers._base import MAX_HELD_CHARS
 from parsers._errors import ParserConfigError
 from parsers.reasoning.k2_horizon import K2HorizonReasoningParser
+from parsers.reasoning_tokens import reasoning_token_counter
 
 from .chunking import Collapsed, assert_chunking_invariant
 from .family_corpus import corpus_entries, family_markers, hostile_variants
@@ -73,12 +74,17 @@ def test_k2_horizon_matches_vllm(vllm_ref: Any, bundle: Any) -> None:
     assert not out.infra_errors(), out.infra_errors()
     parser = _parser(bundle)
     chat = ChatParser(parser, None, ChatOptions())
+    counter = reasoning_token_counter(parser)
     errors = []
     for (name, case), res in zip(CASES.items(), out.results, strict=True):
         failed = [f"{k}: {v}" for k, v in res.items() if k.endswith("_error")]
         if failed:
             errors.append(f"{name}: vLLM raised {failed}")
             continue
+        ids = bundle.encode(case["text"])
+        count = counter.finish(counter.fold(counter.start([], streaming=False), ids)).count
+        if count != res.get("reasoning_tokens"):
+            errors.append(f"reasoning tokens {name}: ours {count} != vLLM {res.get('reasoning_tokens')}")
         ours = parser.parse(case["text"])
         if (ours.reasoning, ours.content) != (res["reasoning"]["reasoning"], res["reasoning"]["content"]):
             errors.append(f"{name}: ours {ours} != vLLM {res['reasoning']}")
