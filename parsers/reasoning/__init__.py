@@ -20,6 +20,7 @@ REASONING_PARSER_MODULES: dict[str, str] = {
     "granite": "parsers.reasoning.granite:GraniteReasoningParser",
     "mistral": "parsers.reasoning.mistral:MistralReasoningParser",
     "nemotron_v3": "parsers.reasoning.nemotron_v3:NemotronV3ReasoningParser",
+    "granite_thinking_parser": "parsers.reasoning.granite_thinking:GraniteThinkingReasoningParser",
     "ernie45": "parsers.reasoning.ernie45:Ernie45ReasoningParser",
     "hunyuan_a13b": "parsers.reasoning.hunyuan_a13b:HunyuanA13BReasoningParser",
     "openai_gptoss": "parsers.reasoning.openai_gptoss:GptOssReasoningParser",
@@ -47,6 +48,6 @@ REASONING_PARSER_MODULES: dict[str, str] = {
 # Reasoning families whose vLLM class sets skip_special_tokens=False in `adjust_request`
 # (every adapter over vLLM's parser engine does; a legacy class that does is listed too).
 REASONING_KEEPS_SPECIAL_TOKENS: frozenset[str] = frozenset(
-    {"qwen3", "glm45", "glm47", "mistral", "nemotron_v3", "minicpmv", "gemma4", "kimi_k2", "minimax_m2", "plamo3", "seed_oss", "step3p5", "deepseek_v4", "deepseek_v41", "ling3", "mimo",
+    {"qwen3", "glm45", "glm47", "mistral", "nemotron_v3", "granite_thinking_parser", "minicpmv", "gemma4", "kimi_k2", "minimax_m2", "plamo3", "seed_oss", "step3p5", "deepseek_v4", "deepseek_v41", "ling3", "mimo",
      "inkling"}
 )

@@ -42,7 +42,6 @@ PENDING_REASONING_PARSERS = frozenset({
     "beam",
     "cohere_command3",
     "cohere_command4",
-    "granite_thinking_parser",
     "hf",
     "hy_v4",
     "kimi_k3",
