@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from render_service.config import (
+    ANTHROPIC_DISABLED_EFFORTS,
     EMBEDDED_DEFAULT_PARSERS,
     TOOL_STRICT_LEVELS,
     Limits,
@@ -141,6 +142,9 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
                    default=_env_flag("exclude_tools_when_tool_choice_none"))
     p.add_argument("--reasoning-effort-map", default=_env_default("reasoning_effort_map"),
                    help='JSON rewriting request efforts for the template, e.g. \'{"xhigh": "max"}\'')
+    p.add_argument("--anthropic-disabled-thinking-effort", choices=ANTHROPIC_DISABLED_EFFORTS,
+                   default=_env_default("anthropic_disabled_thinking_effort", "auto"),
+                   help="reasoning_effort for Anthropic thinking.type=disabled (auto: probe the template, as vLLM)")
     _add_multimodal_flags(p)
 
 
@@ -288,6 +292,7 @@ def config_from_args(args: argparse.Namespace) -> ServiceConfig:
         trust_request_mm_kwargs=args.trust_request_mm_kwargs,
         default_chat_template_kwargs=parse_json_flag("--default-chat-template-kwargs", args.default_chat_template_kwargs),
         reasoning_effort_map=parse_json_flag("--reasoning-effort-map", args.reasoning_effort_map),
+        anthropic_disabled_thinking_effort=args.anthropic_disabled_thinking_effort,
         tool_strict_level=args.tool_strict_level,
         exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none,
         generation_config=args.generation_config,

@@ -97,6 +97,9 @@ EMBEDDED_DEFAULT_PARSERS: dict[str, Any] = {
 }
 
 
+ANTHROPIC_DISABLED_EFFORTS = ("auto", "none", "low", "medium", "high", "xhigh", "max")
+
+
 @dataclass(frozen=True, slots=True)
 class ServiceConfig:
     """Everything a render worker needs; frozen and built once."""
@@ -120,6 +123,8 @@ class ServiceConfig:
     enable_auto_tool_choice: bool = False
     exclude_tools_when_tool_choice_none: bool = False
     reasoning_effort_map: dict[str, str] = field(default_factory=dict)
+    # reasoning_effort of an Anthropic thinking.type=disabled request ("auto": probed as vLLM).
+    anthropic_disabled_thinking_effort: str = "auto"
     generation_config: str = "auto"  # "auto" (model folder), "vllm" (ignore), or a folder
     # Multimodal (vLLM flag names). Local image files only from this folder; http(s) image
     # URLs only from these hosts (empty: fetching is off; "*" allows any host).
@@ -171,6 +176,10 @@ class ServiceConfig:
         if self.enable_auto_tool_choice and not self.tool_call_parser:
             raise ConfigError("--enable-auto-tool-choice requires --tool-call-parser")
         _check_effort_map(self.reasoning_effort_map)
+        if self.anthropic_disabled_thinking_effort not in ANTHROPIC_DISABLED_EFFORTS:
+            raise ConfigError(
+                "--anthropic-disabled-thinking-effort must be one of " + ", ".join(ANTHROPIC_DISABLED_EFFORTS)
+            )
 
     def _normalise(self) -> None:
         """vLLM's spellings of "unset" (max_model_len -1, empty key lists) and JSON lists."""

@@ -41,6 +41,7 @@ T = TypeVar("T")
 _POST_ROUTES = (
     "/v1/chat/completions/render",
     "/v1/completions/render",
+    "/v1/messages/render",
     "/v1/chat/completions/derender",
     "/v1/completions/derender",
     "/tokenize",
@@ -110,6 +111,18 @@ def _add_core_routes(app: FastAPI, service: Service) -> None:
         )
         METRICS.tokens_rendered.inc(len(result["token_ids"]))
         return response
+
+    @app.post("/v1/messages/render")
+    async def render_messages(request: Request) -> Response:
+        body = await read_json_object(request)
+        check_counts(body, limits)
+        chat = await service.run(renderer.messages_chat_request, body)
+        fetched = await service.fetch_media({"messages": chat.messages})
+        result = await service.run(
+            renderer.render_chat_request, chat, request_id_header=_request_id_header(request), fetched_media=fetched
+        )
+        METRICS.tokens_rendered.inc(len(result["token_ids"]))
+        return json_response(result)
 
     @app.post("/v1/completions/render")
     async def render_completion(request: Request) -> Response:

@@ -38,6 +38,7 @@ from render_service.protocol import (
     TokenizeChatRequest,
     TokenizeCompletionRequest,
 )
+from render_service.protocol.anthropic import AnthropicMessagesRequest
 
 __all__ = ["install_openapi", "build_openapi", "ERROR_STATUSES"]
 
@@ -48,6 +49,7 @@ _JSON = "application/json"
 _REQUEST_MODELS: dict[str, tuple[type[BaseModel], ...]] = {
     "/v1/chat/completions/render": (ChatCompletionRequest,),
     "/v1/completions/render": (CompletionRequest,),
+    "/v1/messages/render": (AnthropicMessagesRequest,),
     "/v1/chat/completions/derender": (ChatBatchBody, ChatStreamBody),
     "/v1/completions/derender": (CompletionBatchBody, CompletionStreamBody),
     "/tokenize": (TokenizeCompletionRequest, TokenizeChatRequest),
@@ -276,6 +278,7 @@ LOAD = {
 
 _SUCCESS: dict[str, tuple[str, dict[str, Any]]] = {
     "/v1/chat/completions/render": ("The engine request (GenerateRequest)", GENERATE_REQUEST),
+    "/v1/messages/render": ("The engine request of the converted chat request (GenerateRequest)", GENERATE_REQUEST),
     "/v1/completions/render": (
         "One GenerateRequest per prompt",
         {"title": "GenerateRequestList", "type": "array", "items": GENERATE_REQUEST},

@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from render_service.config import ServiceConfig
-from render_service.errors import BadRequestError, ConfigError
+from render_service.errors import BadRequestError, ConfigError, RenderServiceError
 from render_service.mm.cache import ProcessedImageCache
 from render_service.mm.pipeline import ImagePipeline, ImageSettings
 from render_service.model import ModelBundle
 from render_service.protocol import (
+    ChatCompletionRequest,
     DetokenizeRequest,
     TokenizeChatRequest,
     TokenizeCompletionRequest,
@@ -38,12 +39,15 @@ from render_service.protocol import (
     parse_union_request,
     random_uuid,
 )
-from render_service.render.chat import render_chat
+from render_service.protocol.anthropic import EFFORTS, AnthropicMessagesRequest
+from render_service.render.anthropic import messages_to_chat, template_requires_system_first
+from render_service.render.chat import render_chat, render_chat_request
 from render_service.render.chat_prompt import (
     check_mm_kwargs,
     check_template_trust,
     merge_kwargs,
     render_chat_prompt,
+    resolve_template,
 )
 from render_service.render.completion import render_completion
 from render_service.render.context import RenderContext
@@ -72,6 +76,10 @@ class Renderer:
         special = tuple(getattr(self._bundle.hf_tokenizer, "all_special_tokens", ()))
         parsers = ParserSupport(config, self._bundle.encoder, special)
         self._ctx = RenderContext(self._bundle, config, parsers, image_pipeline(config, self._bundle))
+        # Anthropic conversion settings, probed on first use (vLLM probes them at startup).
+        self._merge_inline_system: bool | None = None
+        effort = config.anthropic_disabled_thinking_effort
+        self._disabled_effort: str | None = None if effort == "auto" else effort
 
     @classmethod
     def from_config(cls, config: ServiceConfig) -> Renderer:
@@ -123,6 +131,37 @@ class Renderer:
         caller, e.g. with `render_service.http.media_fetch`); the renderer itself does no network IO.
         """
         return render_chat(self._ctx, body, request_id_header, fetched_media)
+
+    def messages_chat_request(self, body: Any) -> ChatCompletionRequest:
+        """An Anthropic Messages body -> the chat request vLLM renders for it (validated)."""
+        request = parse_request(AnthropicMessagesRequest, body)
+        disabled = "none"
+        if request.thinking is not None and request.thinking.type == "disabled":
+            disabled = self._disabled_thinking_effort()
+        return messages_to_chat(
+            request, merge_inline_system=self._merges_inline_system(), disabled_effort=disabled
+        )
+
+    def render_chat_request(
+        self,
+        request: ChatCompletionRequest,
+        *,
+        request_id_header: str | None = None,
+        fetched_media: Mapping[str, bytes] | None = None,
+    ) -> dict[str, Any]:
+        """An already validated chat request (e.g. from `messages_chat_request`) -> GenerateRequest."""
+        return render_chat_request(self._ctx, request, request_id_header, fetched_media)
+
+    def render_messages(
+        self,
+        body: Any,
+        *,
+        request_id_header: str | None = None,
+        fetched_media: Mapping[str, bytes] | None = None,
+    ) -> dict[str, Any]:
+        """`POST /v1/messages/render`: the Messages request's chat render (one GenerateRequest)."""
+        chat = self.messages_chat_request(body)
+        return self.render_chat_request(chat, request_id_header=request_id_header, fetched_media=fetched_media)
 
     def render_completion(
         self, body: Any, *, request_id_header: str | None = None
@@ -176,6 +215,39 @@ class Renderer:
         }
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _merges_inline_system(self) -> bool:
+        """vLLM `_should_merge_inline_system`: the template with and without tools refuses a
+        system message after the first turn."""
+        if self._merge_inline_system is None:
+            merge = False
+            no_tools: tuple[list[dict[str, Any]] | None, ...] = (None, [])
+            for tools in no_tools:
+                try:
+                    source: str | None = resolve_template(self._bundle, None, tools)
+                except RenderServiceError:
+                    source = None
+                merge = merge or template_requires_system_first(source)
+            self._merge_inline_system = merge
+        return self._merge_inline_system
+
+    def _disabled_thinking_effort(self) -> str:
+        """vLLM `DisabledThinkingEffortResolver._probe`: "low" if the template rejects
+        reasoning_effort "none" or renders it like a real effort, else "none"."""
+        if self._disabled_effort is None:
+            none_prompt = self._probe_prompt("none")
+            effort = "none"
+            if none_prompt is None or any(self._probe_prompt(e) == none_prompt for e in EFFORTS):
+                effort = "low"
+            self._disabled_effort = effort
+        return self._disabled_effort
+
+    def _probe_prompt(self, effort: str) -> list[int] | None:
+        body = {"messages": [{"role": "user", "content": "Hi"}], "reasoning_effort": effort}
+        try:
+            return list(render_chat(self._ctx, body, None)["token_ids"])
+        except RenderServiceError:
+            return None
 
     def _tokenize_chat(self, request: TokenizeChatRequest) -> dict[str, Any]:
         self.check_model(request.model)

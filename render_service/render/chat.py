@@ -25,7 +25,7 @@ from render_service.render.messages import count_history_tool_calls
 from render_service.render.prompt_limits import TokenizeLimits, max_tokens_for
 from render_service.render.sampling import SamplingInputs, build_sampling_params
 
-__all__ = ["render_chat"]
+__all__ = ["render_chat", "render_chat_request"]
 
 
 def render_chat(
@@ -34,7 +34,16 @@ def render_chat(
     request_id_header: str | None,
     fetched_media: Mapping[str, bytes] | None = None,
 ) -> dict[str, Any]:
-    request = parse_request(ChatCompletionRequest, body)
+    return render_chat_request(ctx, parse_request(ChatCompletionRequest, body), request_id_header, fetched_media)
+
+
+def render_chat_request(
+    ctx: RenderContext,
+    request: ChatCompletionRequest,
+    request_id_header: str | None,
+    fetched_media: Mapping[str, bytes] | None = None,
+) -> dict[str, Any]:
+    """A validated chat request (also the converted Messages request) -> GenerateRequest."""
     ctx.check_model(request.model)
     if request.use_beam_search:
         raise BadRequestError("Beam search is not supported by the render endpoint")

@@ -214,6 +214,8 @@ def _structural_tag_changes(
         simple_choice = "required"  # "a call or the user's format", never free text
     if simple_choice == "forced":
         tools = [tool for tool in tools if tool.name == choice.function.name]
+        if not tools:  # reachable from Messages, whose tool_choice skips the chat validator
+            raise BadRequestError(f"The tool with name '{choice.function.name}' is not found in the tools list.")
         if len(tools) != 1:
             raise BadRequestError("Forced tool choice must resolve to exactly one tool.")
     tag_format = tool_call_format(model, tools, simple_choice, single_call)
