@@ -28,6 +28,9 @@ value that never closes (the call or the output ends first) is kept, where vLLM'
 drops the pair; a repeated key is written twice (vLLM keeps the first position with the last
 value: `json.loads` of both gives the same object); the engine's leading-whitespace rule
 (`_engine`).
+
+Gap: vLLM ignores a thinking switch for GLM-5.3 chat templates (detected from the tokenizer's
+template); this parser sees no template and honours the switch (as `glm45` reasoning does).
 """
 
 from __future__ import annotations
