@@ -19,16 +19,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from parsers._state import JsonState
 from parsers.tools._base import is_json, json_raw_decode
 from parsers.tools._json_args import DONE, MORE, JsonArgs, JsonArgsState
 from parsers.tools._json_calls import Admit, JsonCallReader, admit_any
-from parsers.tools._machine import Run
+from parsers.tools._machine import Run, TableToolParser
 
 __all__ = ["ITEMS", "ITEM", "SKIP", "VERBATIM", "FATAL", "SKIPPED", "ArrayExt", "ArrayRules",
-           "items", "item", "skip", "cut", "fault"]  # fmt: skip
+           "ArrayToolParser", "items", "item", "skip", "cut", "fault"]  # fmt: skip
 
 ITEMS, ITEM, SKIP, VERBATIM = "items", "item", "skip", "verbatim"
 _WS = " \t\n\r"
@@ -76,11 +76,10 @@ def reader(rules: ArrayRules, limit: int) -> JsonCallReader:
         found = rules.item(parsed)
         if found == FATAL:
             return False
-        if found == SKIPPED:
+        if isinstance(found, tuple):
+            run.emit_call(*found)
+        else:  # SKIPPED
             run.keep_raw(raw)
-        else:
-            name, arguments = found
-            run.emit_call(name, arguments)
         return True
 
     return JsonCallReader(
@@ -90,6 +89,16 @@ def reader(rules: ArrayRules, limit: int) -> JsonCallReader:
     )  # fmt: skip
 
 
+class ArrayToolParser(TableToolParser):
+    """A family whose calls are one JSON array: its `rules`, and the reader they give."""
+
+    rules: ClassVar[ArrayRules]
+
+    @property
+    def reader(self) -> JsonCallReader:
+        return reader(self.rules, self.call_limit)
+
+
 def fault(run: Run, raw: str) -> None:
     """The array is not what vLLM's batch accepts: before any call the whole output is
     content (the kept text, then `raw`); after one, the rest of the output is."""
@@ -97,12 +106,11 @@ def fault(run: Run, raw: str) -> None:
     run.ext = run.ext.replace(skip=None)
 
 
-def _rules(run: Run) -> ArrayRules:
-    rules: ArrayRules = run.parser.rules
-    return rules
+def _rules(run: Run[ArrayToolParser]) -> ArrayRules:
+    return run.parser.rules
 
 
-def items(run: Run, text: str) -> str | None:
+def items(run: Run[ArrayToolParser], text: str) -> str | None:
     body = text.lstrip(_WS)
     run.keep_raw(text[: len(text) - len(body)])
     if not body:
@@ -133,7 +141,7 @@ def items(run: Run, text: str) -> str | None:
     return body
 
 
-def item(run: Run, text: str) -> str | None:
+def item(run: Run[ArrayToolParser], text: str) -> str | None:
     rest = run.parser.reader.read(run, text)
     if rest is None:
         return None
@@ -144,7 +152,7 @@ def item(run: Run, text: str) -> str | None:
     return rest or None
 
 
-def skip(run: Run, text: str) -> str | None:
+def skip(run: Run[ArrayToolParser], text: str) -> str | None:
     scanned, _, rest = JsonArgs().feed(run.ext.skip, text)
     consumed = text if rest is None else text[: len(text) - len(rest)]
     if scanned.status == MORE:
@@ -160,7 +168,7 @@ def skip(run: Run, text: str) -> str | None:
     return rest or None
 
 
-def cut(run: Run, marker: str) -> None:
+def cut(run: Run[ArrayToolParser], marker: str) -> None:
     """The array's text ended (at `marker`, "" at the end of the output) before its `]`."""
     if run.phase == ITEM:  # an item whose value never ended: never decodes
         run.parser.reader.close(run, marker)  # uncommitted: a fault; committed: cut as is

@@ -93,43 +93,43 @@ class Granite4ToolParser(TableToolParser):
             raise StateError(f"{self.name}: a call without its body state")
 
 
-def _decide(run: Run, raw: str) -> bool:
+def _decide(run: Run[Granite4ToolParser], raw: str) -> bool:
     found = granite4_call(raw)
     if found is not None:
         run.emit_call(*found)
     return found is not None
 
 
-def _reject(run: Run, raw: str) -> None:
+def _reject(run: Run[Granite4ToolParser], raw: str) -> None:
     run.reject_call(raw, P.VERBATIM, P.CONTENT)
 
 
-def _open(run: Run, marker: str) -> None:
+def _open(run: Run[Granite4ToolParser], marker: str) -> None:
     run.open_call_raw(marker)
     run.parser.reader.open(run)
 
 
-def _stray_end(run: Run, marker: str) -> None:
+def _stray_end(run: Run[Granite4ToolParser], marker: str) -> None:
     """An end marker outside a call: before any call the whole output is content."""
     run.content(marker)
     if run.n_calls == 0:
         run.phase = P.VERBATIM
 
 
-def _body(run: Run, text: str) -> None:
+def _body(run: Run[Granite4ToolParser], text: str) -> None:
     run.parser.reader.read(run, text)
 
 
-def _end(run: Run, marker: str) -> None:
+def _end(run: Run[Granite4ToolParser], marker: str) -> None:
     run.parser.reader.close(run, marker)
 
 
-def _restart(run: Run, marker: str) -> None:
+def _restart(run: Run[Granite4ToolParser], marker: str) -> None:
     """A start marker inside a call: the call is not one (or, sent, is cut there)."""
     _unclosed(run, marker)
 
 
-def _unclosed(run: Run, text: str) -> None:
+def _unclosed(run: Run[Granite4ToolParser], text: str) -> None:
     """The call ends without its end marker (at `text`, "" at the end of the output)."""
     call: JsonCall = run.call
     if not call.started:

@@ -89,22 +89,22 @@ class Granite20bFCToolParser(TableToolParser):
             raise StateError(f"{self.name}: a call without its body state")
 
 
-def _decide(run: Run, raw: str) -> bool:
+def _decide(run: Run[Granite20bFCToolParser], raw: str) -> bool:
     found = granite_20b_fc_call(raw)
     if found is not None:
         run.emit_call(*found)
     return found is not None
 
 
-def _fault(run: Run, raw: str) -> None:
+def _fault(run: Run[Granite20bFCToolParser], raw: str) -> None:
     run.reject_call(raw, P.VERBATIM, P.VERBATIM)
 
 
-def _open(run: Run, marker: str) -> None:
+def _open(run: Run[Granite20bFCToolParser], marker: str) -> None:
     run.open_call_raw(marker)
 
 
-def _lead(run: Run, text: str) -> str | None:
+def _lead(run: Run[Granite20bFCToolParser], text: str) -> str | None:
     body = text.lstrip()
     run.pending += text[: len(text) - len(body)]  # the fault's text, should one come
     if not body:
@@ -117,11 +117,11 @@ def _lead(run: Run, text: str) -> str | None:
     return body
 
 
-def _lead_fault(run: Run, marker: str) -> None:
+def _lead_fault(run: Run[Granite20bFCToolParser], marker: str) -> None:
     _fault(run, marker)
 
 
-def _call(run: Run, text: str) -> str | None:
+def _call(run: Run[Granite20bFCToolParser], text: str) -> str | None:
     rest = run.parser.reader.read(run, text)
     if rest is None:
         return None
@@ -131,7 +131,7 @@ def _call(run: Run, text: str) -> str | None:
     return rest or None
 
 
-def _call_marker(run: Run, marker: str) -> None:
+def _call_marker(run: Run[Granite20bFCToolParser], marker: str) -> None:
     """The next marker inside an object: vLLM decodes the object cut there."""
     call: JsonCall = run.call
     if not call.started:
@@ -142,7 +142,7 @@ def _call_marker(run: Run, marker: str) -> None:
     run.phase = P.LEAD
 
 
-def _call_end(run: Run, text: str) -> None:
+def _call_end(run: Run[Granite20bFCToolParser], text: str) -> None:
     run.parser.reader.close(run, "")
     if run.phase == P.CALL:
         run.phase = P.BETWEEN

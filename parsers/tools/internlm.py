@@ -88,22 +88,22 @@ class InternLMToolParser(TableToolParser):
             raise StateError(f"{self.name}: a call without its body state")
 
 
-def _decide(run: Run, raw: str) -> bool:
+def _decide(run: Run[InternLMToolParser], raw: str) -> bool:
     found = internlm_call(raw)
     if found is not None:
         run.emit_call(*found)
     return found is not None
 
 
-def _reject(run: Run, raw: str) -> None:
+def _reject(run: Run[InternLMToolParser], raw: str) -> None:
     run.reject_call(raw, P.VERBATIM, P.BETWEEN)
 
 
-def _open(run: Run, marker: str) -> None:
+def _open(run: Run[InternLMToolParser], marker: str) -> None:
     run.open_call_raw(marker)
 
 
-def _pre(run: Run, text: str) -> str | None:
+def _pre(run: Run[InternLMToolParser], text: str) -> str | None:
     at = text.find("{")
     if at == -1:
         run.keep_raw(text)
@@ -114,7 +114,7 @@ def _pre(run: Run, text: str) -> str | None:
     return text[at:]
 
 
-def _pre_end(run: Run, text: str) -> None:
+def _pre_end(run: Run[InternLMToolParser], text: str) -> None:
     """An action without an object: vLLM raises; ours is content."""
     if run.n_calls == 0:
         run.reject_call(text, P.VERBATIM, P.BETWEEN)
@@ -122,7 +122,7 @@ def _pre_end(run: Run, text: str) -> None:
         run.phase = P.BETWEEN
 
 
-def _pre_again(run: Run, marker: str) -> None:
+def _pre_again(run: Run[InternLMToolParser], marker: str) -> None:
     """A marker again before any object: the first action is not a call."""
     _pre_end(run, marker)
     if run.phase == P.BETWEEN:
@@ -130,15 +130,15 @@ def _pre_again(run: Run, marker: str) -> None:
         run.phase = P.PRE
 
 
-def _body(run: Run, text: str) -> None:
+def _body(run: Run[InternLMToolParser], text: str) -> None:
     run.parser.reader.read(run, text)
 
 
-def _end(run: Run, marker: str) -> None:
+def _end(run: Run[InternLMToolParser], marker: str) -> None:
     run.parser.reader.close(run, marker)
 
 
-def _eos(run: Run, text: str) -> None:
+def _eos(run: Run[InternLMToolParser], text: str) -> None:
     run.parser.reader.close(run, "")
     if run.phase == P.CALL:
         run.phase = P.BETWEEN

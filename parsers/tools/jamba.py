@@ -28,14 +28,13 @@ from typing import Any, ClassVar
 from parsers.tools import _json_array as arr
 from parsers.tools._base import json_dumps
 from parsers.tools._json_array import FATAL, ArrayExt, ArrayRules, Decided
-from parsers.tools._json_calls import JsonCall, JsonCallReader
+from parsers.tools._json_calls import JsonCall
 from parsers.tools._machine import (
     EOS,
     TEXT,
     Run,
     Step,
     Table,
-    TableToolParser,
     ToolStreamState,
     nothing,
     to_content,
@@ -74,16 +73,13 @@ def _array_done(run: Run) -> None:
     run.phase = P.CLOSE
 
 
-class JambaToolParser(TableToolParser):
+class JambaToolParser(arr.ArrayToolParser):
     name: ClassVar[str] = "jamba"
     initial_phase: ClassVar[str] = P.CONTENT
     state_class = JambaState
     call_phases = frozenset({P.ITEM})
     rules: ClassVar[ArrayRules] = ArrayRules(item=jamba_item, done=_array_done)
 
-    @property
-    def reader(self) -> JsonCallReader:
-        return arr.reader(self.rules, self.call_limit)
 
 
 def _open(run: Run, marker: str) -> None:
@@ -108,7 +104,7 @@ def _fault(run: Run, marker: str) -> None:
     arr.fault(run, marker)
 
 
-def _cut(run: Run, marker: str) -> None:
+def _cut(run: Run[arr.ArrayToolParser], marker: str) -> None:
     arr.cut(run, marker)
 
 

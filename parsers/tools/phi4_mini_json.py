@@ -31,14 +31,13 @@ from typing import Any, ClassVar
 from parsers.tools import _json_array as arr
 from parsers.tools._base import json_dumps
 from parsers.tools._json_array import FATAL, ArrayExt, ArrayRules, Decided
-from parsers.tools._json_calls import JsonCall, JsonCallReader
+from parsers.tools._json_calls import JsonCall
 from parsers.tools._machine import (
     EOS,
     TEXT,
     Run,
     Step,
     Table,
-    TableToolParser,
     ToolStreamState,
     nothing,
     to_content,
@@ -78,7 +77,7 @@ def _array_done(run: Run) -> None:
     run.phase = P.AFTER
 
 
-class Phi4MiniJsonToolParser(TableToolParser):
+class Phi4MiniJsonToolParser(arr.ArrayToolParser):
     name: ClassVar[str] = "phi4_mini_json"
     initial_phase: ClassVar[str] = P.CONTENT
     state_class = Phi4State
@@ -87,9 +86,6 @@ class Phi4MiniJsonToolParser(TableToolParser):
         item=phi4_item, done=_array_done, args_keys=("arguments", "parameters")
     )
 
-    @property
-    def reader(self) -> JsonCallReader:
-        return arr.reader(self.rules, self.call_limit)
 
 
 def _open(run: Run, marker: str) -> None:
@@ -97,7 +93,7 @@ def _open(run: Run, marker: str) -> None:
     run.ext = run.ext.replace(sep="[")
 
 
-def _cut(run: Run, text: str) -> None:
+def _cut(run: Run[arr.ArrayToolParser], text: str) -> None:
     arr.cut(run, "")
 
 

@@ -42,7 +42,7 @@ from typing import Any, ClassVar
 from parsers.tools import _json_array as arr
 from parsers.tools._base import is_json, json_dumps, json_loads
 from parsers.tools._json_array import FATAL, SKIPPED, ArrayExt, ArrayRules, Decided
-from parsers.tools._json_calls import JsonCall, JsonCallReader
+from parsers.tools._json_calls import JsonCall
 from parsers.tools._machine import (
     ANY_MARKER,
     EOS,
@@ -50,7 +50,6 @@ from parsers.tools._machine import (
     Run,
     Step,
     Table,
-    TableToolParser,
     ToolStreamState,
     nothing,
     to_content,
@@ -82,12 +81,12 @@ def xlam_calls(text: str) -> list[tuple[str, str]]:
     parsed: Any = json_loads(text)
     if not is_json(parsed) or not isinstance(parsed, list):
         return []
-    calls = []
+    calls: list[tuple[str, str]] = []
     for value in parsed:
         found = xlam_item(value) if isinstance(value, dict) else SKIPPED
         if found == FATAL:
             return []
-        if found != SKIPPED:
+        if isinstance(found, tuple):
             calls.append(found)
     return calls
 
@@ -135,7 +134,7 @@ def _array_done(run: Run) -> None:
     run.phase = P.AFTER
 
 
-class XlamToolParser(TableToolParser):
+class XlamToolParser(arr.ArrayToolParser):
     name: ClassVar[str] = "xlam"
     initial_phase: ClassVar[str] = P.LEAD
     state_class = XlamState
@@ -145,12 +144,10 @@ class XlamToolParser(TableToolParser):
         string_verbatim=True,
     )
 
-    @property
-    def reader(self) -> JsonCallReader:
-        return arr.reader(self.rules, self.call_limit)
 
     def held_chars(self, state: ToolStreamState) -> int:
-        return super().held_chars(state) + state.ext.held_chars()
+        ext = state.ext
+        return super().held_chars(state) + (ext.held_chars() if isinstance(ext, XlamExt) else 0)
 
 
 # -- content ---------------------------------------------------------------------------------
@@ -267,7 +264,7 @@ def _after_end(run: Run, text: str) -> None:
         run.pending = ""
 
 
-def _cut(run: Run, text: str) -> None:
+def _cut(run: Run[arr.ArrayToolParser], text: str) -> None:
     arr.cut(run, "")
 
 

@@ -9,7 +9,12 @@ from parsers.tools.granite4 import Granite4ToolParser
 from tests.parsers.family_oracle import WEATHER_TOOLS
 from tests.parsers.family_tokenizers import family_tokenizer
 
-from .json_family_check import KEPT_CALLS, assert_family_matches_vllm, assert_family_splits, family_cases
+from .json_family_check import (
+    KEPT_CALLS,
+    assert_family_matches_vllm,
+    assert_family_splits,
+    family_cases,
+)
 
 A, E = "<tool_call>", "</tool_call>"
 W = A + '\n{"name": "get_weather", "arguments": {"city": "東京", "unit": "c"}}\n' + E

@@ -9,7 +9,12 @@ from parsers.tools.granite_20b_fc import Granite20bFCToolParser
 from tests.parsers.family_oracle import WEATHER_TOOLS
 from tests.parsers.family_tokenizers import family_tokenizer
 
-from .json_family_check import KEPT_CALLS, assert_family_matches_vllm, assert_family_splits, family_cases
+from .json_family_check import (
+    KEPT_CALLS,
+    assert_family_matches_vllm,
+    assert_family_splits,
+    family_cases,
+)
 
 NAME = "granite-20b-fc"
 M = "<function_call>"

@@ -9,7 +9,12 @@ from parsers.tools.longcat import LongcatToolParser
 from tests.parsers.family_oracle import WEATHER_TOOLS
 from tests.parsers.family_tokenizers import family_tokenizer
 
-from .json_family_check import KEPT_CALLS, assert_family_matches_vllm, assert_family_splits, family_cases
+from .json_family_check import (
+    KEPT_CALLS,
+    assert_family_matches_vllm,
+    assert_family_splits,
+    family_cases,
+)
 
 A, E = "<longcat_tool_call>", "</longcat_tool_call>"
 W = A + '\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}\n' + E

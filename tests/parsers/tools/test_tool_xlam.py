@@ -11,7 +11,12 @@ from parsers.tools.xlam import XlamToolParser
 from tests.parsers.family_oracle import WEATHER_TOOLS
 from tests.parsers.family_tokenizers import family_tokenizer
 
-from .json_family_check import KEPT_CALLS, assert_family_matches_vllm, assert_family_splits, family_cases
+from .json_family_check import (
+    KEPT_CALLS,
+    assert_family_matches_vllm,
+    assert_family_splits,
+    family_cases,
+)
 
 W = '{"name": "get_weather", "arguments": {"city": "東京", "unit": "c"}}'
 S = '{"name": "search", "arguments": {"query": "say \\"hi\\" 😀", "filters": {"a": [1, {"b": null}]}}}'
