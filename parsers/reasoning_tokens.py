@@ -134,7 +134,9 @@ _KIMI_K2 = _Family(  # vllm/parser/kimi_k2.py kimi_k2_config(thinking=True); too
 )
 
 
-_FAMILIES = {"qwen3": _QWEN3, "glm45": _GLM45, "mistral": _MISTRAL, "kimi_k2": _KIMI_K2}
+_FAMILIES = {"qwen3": _QWEN3, "glm45": _GLM45, "mistral": _MISTRAL, "kimi_k2": _KIMI_K2,
+             # vLLM runs these on the same engine config as the family they alias.
+             "glm47": _GLM45, "ling3": _GLM45, "mimo": _QWEN3}
 
 _DROP = "drop"  # a special token that is no marker: vLLM's engine drops it
 

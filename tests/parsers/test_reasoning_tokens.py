@@ -290,3 +290,23 @@ def test_state_rejects_garbage() -> None:
                 {**good, "v": 2}, {**good, "extra": 1}):
         with pytest.raises(StateError):
             ReasoningCount.from_json(bad)
+
+
+@pytest.mark.parametrize("alias,base", [("glm47", "glm45"), ("ling3", "glm45"), ("mimo", "qwen3")])
+def test_alias_families_count_as_their_base(alias: str, base: str) -> None:
+    """glm47 / ling3 run vLLM's GLM-4.7 engine config and mimo Qwen3's: the counts (token
+    level and live) equal the base family's, which is checked against vLLM above."""
+    from parsers.registry import get_reasoning_parser
+
+    for case in (c for c in CASES if c.family == base):
+        ours = reasoning_token_counter(get_reasoning_parser(alias)(
+            case.bundle.tokenizer, case.kwargs if case.kwargs is not None else {},
+            special_tokens=case.bundle.special_tokens))
+        theirs = _counter(case)
+        assert ours.count(case.ids, case.prompt_ids) == theirs.count(case.ids, case.prompt_ids), case.case_id
+        for streaming in (False, True):
+            a, b = ours.start(case.prompt_ids, streaming=streaming), theirs.start(case.prompt_ids, streaming=streaming)
+            text = case.bundle.tokenizer.decode(case.ids, skip_special_tokens=False)
+            a = ours.finish(ours.fold(a, case.ids, text))
+            b = theirs.finish(theirs.fold(b, case.ids, text))
+            assert a.count == b.count, (case.case_id, streaming)
