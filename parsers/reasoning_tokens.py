@@ -11,7 +11,8 @@ ReasoningParserManager, checked in the reference venv):
   `</think>` token ids: a token is counted while the depth is above zero, markers are not,
   and a stray end never takes the depth below zero. Streaming recounts the same ids, so the
   stream and the batch agree.
-* `qwen3`, `glm45`, `mistral`, `kimi_k2`: adapters over vLLM's parser engine
+* `qwen3`, `glm45`, `mistral`, `kimi_k2` (and `glm47`, `ling3`, `mimo`, which run the glm45 /
+  qwen3 configs): adapters over vLLM's parser engine
   (`ParserEngineReasoningAdapter.count_reasoning_tokens`), which sum the token counts the
   engine attached to the REASONING text it emitted. Two regimes:
 
