@@ -523,7 +523,12 @@ class _HarmonyCounter(ReasoningTokenCounter):
 
     def fold(self, state: ReasoningCount, token_ids: Sequence[int], text: str = ""
              ) -> ReasoningCount:
-        from parsers.harmony import MAX_HEADER_CHARS, HeaderError, _normalize_recipient, parse_header
+        from parsers.harmony import (
+            MAX_HEADER_CHARS,
+            HeaderError,
+            _normalize_recipient,
+            parse_header,
+        )
 
         state = self.check(state)
         sub, head, count, phase, fixed = state.depth, state.held, state.count, state.phase, state.ended

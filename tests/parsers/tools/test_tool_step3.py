@@ -9,7 +9,12 @@ import pytest
 
 from parsers.tools import tool_parser_traits
 
-from ..family_run import assert_batches_match, assert_streams_match_batch, family_run, xml_params_classify
+from ..family_run import (
+    assert_batches_match,
+    assert_streams_match_batch,
+    family_run,
+    xml_params_classify,
+)
 
 pytestmark = pytest.mark.vllm
 
