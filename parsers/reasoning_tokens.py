@@ -4,15 +4,17 @@ vLLM 0.33's chat serving reports `parser.count_reasoning_tokens(generated_ids)` 
 reasoning parser is configured. What that method is depends on the family (vLLM's
 ReasoningParserManager, checked in the reference venv):
 
-* `granite`, and `deepseek_v3` with thinking off (`IdentityReasoningParser`): the base
-  method, always 0.
+* `granite`, `minimax_m2_append_think`, and `deepseek_v3` with thinking off
+  (`IdentityReasoningParser`): the base method, always 0; `minimax_m3`: the depth counter
+  below over `<mm:think>`, starting at depth 1 when `thinking_mode` is "enabled".
 * `deepseek_r1`, and `deepseek_v3` with thinking on (it delegates to R1):
   `BaseThinkingReasoningParser.count_reasoning_tokens`, a depth counter over the `<think>` /
   `</think>` token ids: a token is counted while the depth is above zero, markers are not,
   and a stray end never takes the depth below zero. Streaming recounts the same ids, so the
   stream and the batch agree.
 * `qwen3`, `glm45`, `mistral`, `kimi_k2` (and `glm47`, `ling3`, `mimo`, which run the glm45 /
-  qwen3 configs): adapters over vLLM's parser engine
+  qwen3 configs; `seed_oss`, `minimax_m2` with their own markers): adapters over vLLM's parser
+  engine
   (`ParserEngineReasoningAdapter.count_reasoning_tokens`), which sum the token counts the
   engine attached to the REASONING text it emitted. Two regimes:
 
@@ -135,9 +137,23 @@ _KIMI_K2 = _Family(  # vllm/parser/kimi_k2.py kimi_k2_config(thinking=True); too
 )
 
 
+_SEED_OSS = _Family(  # vllm/parser/seed_oss.py: qwen3_config with Seed's wrapper markers
+    {"<seed:think>": Kind.THINK_START, "</seed:think>": Kind.THINK_END,
+     "<seed:tool_call>": Kind.TOOL_START, "</seed:tool_call>": Kind.TOOL_END},
+    _QWEN3.transitions,
+)
+_MINIMAX_M2 = _Family(  # vllm/parser/minimax_m2.py minimax_m2_config
+    {"<think>": Kind.THINK_START, "</think>": Kind.THINK_END,
+     "<minimax:tool_call>": Kind.TOOL_START, "</minimax:tool_call>": Kind.TOOL_END},
+    {(R, Kind.THINK_START): (R, False), (R, Kind.THINK_END): (C, True),
+     (C, Kind.THINK_END): (C, False), (R, Kind.TOOL_START): (T, True),
+     (C, Kind.TOOL_START): (T, False), (T, Kind.TOOL_END): (C, False),
+     (C, Kind.TOOL_END): (C, False)},
+)
 _FAMILIES = {"qwen3": _QWEN3, "glm45": _GLM45, "mistral": _MISTRAL, "kimi_k2": _KIMI_K2,
              # vLLM runs these on the same engine config as the family they alias.
-             "glm47": _GLM45, "ling3": _GLM45, "mimo": _QWEN3}
+             "glm47": _GLM45, "ling3": _GLM45, "mimo": _QWEN3,
+             "seed_oss": _SEED_OSS, "minimax_m2": _MINIMAX_M2}
 
 _DROP = "drop"  # a special token that is no marker: vLLM's engine drops it
 
@@ -223,8 +239,12 @@ class ReasoningTokenCounter:
 class _DepthCounter(ReasoningTokenCounter):
     """BaseThinkingReasoningParser.count_reasoning_tokens, folded."""
 
-    def __init__(self, start_id: int | None, end_id: int | None) -> None:
+    def __init__(self, start_id: int | None, end_id: int | None, depth: int = 0) -> None:
         self.start_id, self.end_id = start_id, end_id
+        self.initial_depth = depth  # MiniMax-M3 starts inside reasoning when its template opened it
+
+    def start(self, prompt_token_ids: Sequence[int] = (), *, streaming: bool) -> ReasoningCount:
+        return ReasoningCount(depth=self.initial_depth)
 
     def fold(self, state: ReasoningCount, token_ids: Sequence[int], text: str = ""
              ) -> ReasoningCount:
@@ -575,6 +595,12 @@ def reasoning_token_counter(parser: ReasoningParser,
         if not getattr(parser, "thinking", True):
             return ReasoningTokenCounter()  # deepseek_v3 thinking off: IdentityReasoningParser
         return _DepthCounter(parser.start_token_id, parser.end_token_id)  # type: ignore[attr-defined]
+    if name == "minimax_m2_append_think":  # the base ReasoningParser method: always 0
+        return ReasoningTokenCounter()
+    if name == "minimax_m3":  # its own depth count over <mm:think>, open from the start when
+        prefilled = parser.chat_template_kwargs.get("thinking_mode") == "enabled"  # prefilled
+        return _DepthCounter(parser.vocab.token_to_id("<mm:think>"),
+                             parser.vocab.token_to_id("</mm:think>"), depth=int(prefilled))
     if name == "k2_horizon":  # a DeepSeekR1ReasoningParser over the effort's think markers
         return _DepthCounter(parser.start_token_id, parser.end_token_id)  # type: ignore[attr-defined]
     family = _FAMILIES.get(name)
