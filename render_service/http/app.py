@@ -42,6 +42,7 @@ _POST_ROUTES = (
     "/v1/chat/completions/render",
     "/v1/completions/render",
     "/v1/messages/render",
+    "/v1/responses/render",
     "/v1/chat/completions/derender",
     "/v1/completions/derender",
     "/tokenize",
@@ -121,6 +122,16 @@ def _add_core_routes(app: FastAPI, service: Service) -> None:
         result = await service.run(
             renderer.render_chat_request, chat, request_id_header=_request_id_header(request), fetched_media=fetched
         )
+        METRICS.tokens_rendered.inc(len(result["token_ids"]))
+        return json_response(result)
+
+    @app.post("/v1/responses/render")
+    async def render_responses(request: Request) -> Response:
+        body = await read_json_object(request)
+        items = body.get("input")
+        check_counts({"messages": items, "tools": body.get("tools")}, limits)
+        fetched = await service.fetch_media({"messages": items}) if isinstance(items, list) else {}
+        result = await service.run(renderer.render_responses, body, fetched_media=fetched)
         METRICS.tokens_rendered.inc(len(result["token_ids"]))
         return json_response(result)
 

@@ -39,6 +39,7 @@ from render_service.protocol import (
     TokenizeCompletionRequest,
 )
 from render_service.protocol.anthropic import AnthropicMessagesRequest
+from render_service.protocol.responses import ResponsesRequest
 
 __all__ = ["install_openapi", "build_openapi", "ERROR_STATUSES"]
 
@@ -50,6 +51,7 @@ _REQUEST_MODELS: dict[str, tuple[type[BaseModel], ...]] = {
     "/v1/chat/completions/render": (ChatCompletionRequest,),
     "/v1/completions/render": (CompletionRequest,),
     "/v1/messages/render": (AnthropicMessagesRequest,),
+    "/v1/responses/render": (ResponsesRequest,),
     "/v1/chat/completions/derender": (ChatBatchBody, ChatStreamBody),
     "/v1/completions/derender": (CompletionBatchBody, CompletionStreamBody),
     "/tokenize": (TokenizeCompletionRequest, TokenizeChatRequest),
@@ -278,6 +280,7 @@ LOAD = {
 
 _SUCCESS: dict[str, tuple[str, dict[str, Any]]] = {
     "/v1/chat/completions/render": ("The engine request (GenerateRequest)", GENERATE_REQUEST),
+    "/v1/responses/render": ("The engine request of the Responses request (GenerateRequest)", GENERATE_REQUEST),
     "/v1/messages/render": ("The engine request of the converted chat request (GenerateRequest)", GENERATE_REQUEST),
     "/v1/completions/render": (
         "One GenerateRequest per prompt",

@@ -54,6 +54,7 @@ from render_service.render.context import RenderContext
 from render_service.render.harmony import harmony_prompt_ids
 from render_service.render.parser_support import ParserSupport
 from render_service.render.prompt_limits import TokenizeLimits
+from render_service.render.responses import render_responses
 
 __all__ = ["Renderer"]
 
@@ -162,6 +163,10 @@ class Renderer:
         """`POST /v1/messages/render`: the Messages request's chat render (one GenerateRequest)."""
         chat = self.messages_chat_request(body)
         return self.render_chat_request(chat, request_id_header=request_id_header, fetched_media=fetched_media)
+
+    def render_responses(self, body: Any, *, fetched_media: Mapping[str, bytes] | None = None) -> dict[str, Any]:
+        """`POST /v1/responses/render`: one GenerateRequest (`resp_` id from the body)."""
+        return render_responses(self._ctx, body, fetched_media)
 
     def render_completion(
         self, body: Any, *, request_id_header: str | None = None

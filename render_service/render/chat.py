@@ -42,6 +42,8 @@ def render_chat_request(
     request: ChatCompletionRequest,
     request_id_header: str | None,
     fetched_media: Mapping[str, bytes] | None = None,
+    *,
+    output_tokens_param: str | None = None,
 ) -> dict[str, Any]:
     """A validated chat request (also the converted Messages request) -> GenerateRequest."""
     ctx.check_model(request.model)
@@ -75,7 +77,7 @@ def render_chat_request(
             request,
             tool_dicts=_tool_dicts(request, config),
             request_kwargs=request_kwargs,
-            tokenize_limits=_chat_limits(bundle, request),
+            tokenize_limits=_chat_limits(bundle, request, output_tokens_param),
             add_special_tokens=request.add_special_tokens,
             want_offsets=bool(request.return_token_offsets),
             images=ctx.images,
@@ -155,12 +157,13 @@ def _tool_dicts(request: ChatCompletionRequest, config: ServiceConfig) -> list[d
     return [tool.model_dump() for tool in request.tools]
 
 
-def _chat_limits(bundle: ModelBundle, request: ChatCompletionRequest) -> TokenizeLimits:
+def _chat_limits(bundle: ModelBundle, request: ChatCompletionRequest, param_name: str | None) -> TokenizeLimits:
     output: int | None
     if request.max_completion_tokens is not None:
         output, param = request.max_completion_tokens, "max_completion_tokens"
     else:
         output, param = request.max_tokens, "max_tokens"
+    param = param_name or param  # the caller's own name for the field (Responses: max_output_tokens)
     return TokenizeLimits(
         max_total_tokens=bundle.max_model_len,
         max_output_tokens=output,

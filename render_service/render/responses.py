@@ -1,0 +1,245 @@
+"""Responses request -> one GenerateRequest, as vLLM 0.33's `render_responses_request`.
+
+vLLM renders a Responses request like a chat request: `construct_input_messages` turns
+`instructions` + `input` items into chat messages, function tools become chat tools (other
+tool types are not rendered), and `reasoning.effort` goes to the template. We build that chat
+request and run the chat render on it, then give the result the Responses shape: the `resp_`
+request id of the body (the X-Request-Id header is not read), no parse_context, no
+reasoning_ended, and `extra_args` `{}` when nothing else fills it (vLLM's to_sampling_params).
+
+Not served (501): Harmony models, namespace / custom tools and their calls, and tool_choice
+forms other than none/auto/required/{"type": "function", "name"}.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from render_service.errors import BadRequestError, NotImplementedFeatureError
+from render_service.protocol import (
+    ChatCompletionRequest,
+    parse_request,
+    sanitize_message,
+    vllm_validation_error,
+)
+from render_service.protocol.responses import ResponsesRequest
+from render_service.protocol.validation import VLLMValidationError
+from render_service.render.chat import render_chat_request
+from render_service.render.context import RenderContext
+
+__all__ = ["render_responses"]
+
+_PARTIAL = ("in_progress", "incomplete")
+
+
+def render_responses(
+    ctx: RenderContext, body: object, fetched_media: Mapping[str, bytes] | None = None
+) -> dict[str, Any]:
+    request = parse_request(ResponsesRequest, body)
+    ctx.check_model(request.model)
+    if request.previous_response_id is not None:
+        raise _invalid_request(
+            "previous_response_id is not supported by the stateless render endpoint.", "previous_response_id"
+        )
+    if ctx.bundle.is_harmony:
+        raise NotImplementedFeatureError("/v1/responses/render for Harmony models is not supported yet")
+    chat = to_chat_request(request, ctx.config.reasoning_effort_map)
+    result = render_chat_request(
+        ctx, chat, request.request_id, fetched_media, output_tokens_param="max_output_tokens"
+    )
+    return _responses_shape(result, request)
+
+
+def input_messages(request: ResponsesRequest) -> list[dict[str, Any]]:
+    """vLLM `construct_input_messages` with no history."""
+    messages: list[dict[str, Any]] = []
+    if request.instructions:
+        messages.append({"role": "system", "content": request.instructions})
+    if isinstance(request.input, str):
+        messages.append({"role": "user", "content": request.input})
+        return messages
+    converted: list[dict[str, Any]] = []
+    for item in request.input:
+        message = _item_message(item, converted[-1] if converted else None)
+        if message is not None:
+            converted.append(message)
+    return messages + converted
+
+
+def to_chat_request(request: ResponsesRequest, effort_map: Mapping[str, str]) -> ChatCompletionRequest:
+    """The chat request whose render is the Responses render (prompt, tools, constraints)."""
+    continue_final = _continues_final_message(request.input)
+    effort: str | None = request.reasoning.effort if request.reasoning is not None else None
+    if effort is not None:
+        effort = effort_map.get(effort, effort)
+    tools = [_chat_tool(tool) for tool in request.tools if _is_function_tool(tool)]
+    fields: dict[str, Any] = {
+        "messages": input_messages(request),
+        "model": request.model,
+        "tools": tools or None,
+        # vLLM passes tool_choice only with tools; "none" is how our chat model says "no choice".
+        "tool_choice": _chat_tool_choice(request.tool_choice) if tools else "none",
+        "parallel_tool_calls": request.parallel_tool_calls,
+        "reasoning_effort": effort,
+        "include_reasoning": request.include_reasoning,
+        "add_generation_prompt": not continue_final,
+        "continue_final_message": continue_final,
+        "chat_template_kwargs": request.chat_template_kwargs,
+        "media_io_kwargs": request.media_io_kwargs,
+        "mm_processor_kwargs": request.mm_processor_kwargs,
+        "max_tokens": request.max_output_tokens,
+        "truncate_prompt_tokens": -1 if request.truncation != "disabled" else None,
+        "temperature": request.temperature,
+        "top_p": request.top_p,
+        "top_k": request.top_k,
+        "min_p": request.min_p,
+        "presence_penalty": request.presence_penalty,
+        "frequency_penalty": request.frequency_penalty,
+        "repetition_penalty": request.repetition_penalty,
+        "seed": request.seed,
+        "stop": request.stop,
+        "stop_token_ids": request.stop_token_ids,
+        "ignore_eos": request.ignore_eos,
+        "logit_bias": request.logit_bias,
+        "skip_special_tokens": request.skip_special_tokens,
+        "spaces_between_special_tokens": request.spaces_between_special_tokens,
+        "include_stop_str_in_output": request.include_stop_str_in_output,
+        "watermarking": request.watermarking,
+        "stream": request.stream,
+        "structured_outputs": _structured_outputs(request),
+        "cache_salt": request.cache_salt,
+        "priority": request.priority,
+        "vllm_xargs": request.vllm_xargs,
+        "kv_transfer_params": request.kv_transfer_params,
+        "ec_transfer_params": request.ec_transfer_params,
+        "mm_payload": request.mm_payload,
+    }
+    if request.include_output_logprobs():
+        fields.update(logprobs=True, top_logprobs=request.top_logprobs)
+    try:
+        return ChatCompletionRequest.model_validate(fields)
+    except ValidationError as exc:
+        raise BadRequestError(sanitize_message(str(exc))) from None
+    except VLLMValidationError as exc:
+        raise BadRequestError(sanitize_message(str(exc)), param=exc.parameter) from None
+
+
+def _invalid_request(message: str, param: str) -> BadRequestError:
+    error = BadRequestError(message, param=param)
+    error.error_type = "invalid_request_error"
+    return error
+
+
+def _responses_shape(result: dict[str, Any], request: ResponsesRequest) -> dict[str, Any]:
+    result.pop("render_fingerprint", None)
+    result.update(
+        request_id=request.request_id,
+        model=request.model,
+        reasoning_ended=None,
+        return_token_ids=None,
+        parse_context=None,
+        stream_options=None,
+    )
+    if not (request.vllm_xargs or request.kv_transfer_params or request.ec_transfer_params):
+        result["sampling_params"] = _with_empty_extra_args(result["sampling_params"])
+    return result
+
+
+def _with_empty_extra_args(sampling: dict[str, Any]) -> dict[str, Any]:
+    """vLLM's Responses to_sampling_params passes `extra_args={}` (chat passes None)."""
+    out: dict[str, Any] = {}
+    for key, value in sampling.items():
+        if key == "bad_words":
+            out["extra_args"] = {}
+        out[key] = value
+    return out
+
+
+def _structured_outputs(request: ResponsesRequest) -> dict[str, Any] | None:
+    """vLLM `extract_structured_outputs`: text.format, else structured_outputs."""
+    text_format = request.text.format if request.text is not None else None
+    if text_format is None:
+        return request.structured_outputs
+    if request.structured_outputs is not None:
+        raise vllm_validation_error(
+            "Cannot specify both structured_outputs and text.format", parameter="structured_outputs"
+        )
+    kind = text_format.get("type")
+    if kind == "json_object":
+        return {"json_object": True}
+    if kind == "json_schema" and text_format.get("schema") is not None:
+        return {"json": text_format["schema"]}
+    return None
+
+
+def _is_function_tool(tool: dict[str, Any]) -> bool:
+    kind = tool.get("type")
+    if kind in ("namespace", "custom"):
+        raise NotImplementedFeatureError(f"Responses tools of type {kind!r} are not supported yet")
+    return kind == "function"
+
+
+def _chat_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "function", "function": {k: v for k, v in tool.items() if k != "type"}}
+
+
+def _chat_tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
+    if isinstance(choice, str):
+        return choice
+    if choice.get("type") == "function" and isinstance(choice.get("name"), str) and len(choice) == 2:
+        return {"type": "function", "function": {"name": choice["name"]}}
+    raise NotImplementedFeatureError(f"tool_choice of type {choice.get('type')!r} is not supported yet")
+
+
+def _continues_final_message(items: str | list[Any]) -> bool:
+    """vLLM `should_continue_final_message`: a last message/reasoning item still in progress."""
+    if isinstance(items, str) or not items or not isinstance(items[-1], dict):
+        return False
+    last = items[-1]
+    return last.get("type", "message") in ("message", "reasoning") and last.get("status") in _PARTIAL
+
+
+def _item_message(item: Any, prev: dict[str, Any] | None) -> dict[str, Any] | None:
+    """One input item as a chat message, or None when it was merged into `prev` (the
+    preceding assistant message takes following calls, reasoning and text)."""
+    if not isinstance(item, dict):
+        raise BadRequestError("Input items must be objects.", param="input")
+    assistant = prev if prev is not None and prev.get("role") == "assistant" else None
+    kind = item.get("type")
+    if kind in ("custom_tool_call", "custom_tool_call_output") or (kind == "function_call" and item.get("namespace")):
+        raise NotImplementedFeatureError(f"Responses input items of type {kind!r} are not supported yet")
+    if kind == "function_call":
+        call = {
+            "id": item.get("call_id"),
+            "function": {"name": item.get("name"), "arguments": item.get("arguments")},
+            "type": "function",
+        }
+        if assistant is not None:
+            assistant.setdefault("tool_calls", []).append(call)
+            return None
+        return {"role": "assistant", "tool_calls": [call]}
+    if kind == "reasoning":
+        if item.get("encrypted_content"):
+            raise vllm_validation_error("Encrypted content is not supported.", parameter="input")
+        content, summary = item.get("content") or [], item.get("summary") or []
+        reasoning = content[0].get("text", "") if content else summary[0].get("text", "") if summary else ""
+        if assistant is not None and assistant.get("reasoning") is None:
+            assistant["reasoning"] = reasoning
+            return None
+        return {"role": "assistant", "reasoning": reasoning}
+    if kind == "function_call_output":
+        return {"role": "tool", "content": item.get("output"), "tool_call_id": item.get("call_id")}
+    if item.get("role") == "assistant":
+        content = item.get("content")
+        text = content if isinstance(content, str) else content[0].get("text") if isinstance(content, list) and content else None
+        if text is not None:
+            if assistant is not None and assistant.get("content") is None:
+                assistant["content"] = text
+                return None
+            return {"role": "assistant", "content": text}
+    if "role" in item:
+        return item
+    raise vllm_validation_error(f"Unsupported input item type: {kind}", parameter="input")
