@@ -15,6 +15,7 @@ saturated gateway's 503 carries `Retry-After`, like the middleware's own.
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -24,6 +25,8 @@ from starlette.responses import Response
 
 from render_service import __version__
 from render_service.config import ServiceConfig
+from render_service.errors import RenderServiceError
+from render_service.gateway.anthropic import anthropic_error_body, chat_to_message, message_events
 from render_service.gateway.asgi import ClientDisconnected, SSEResponse, until_disconnect
 from render_service.gateway.codec import Codec, InProcessCodec
 from render_service.gateway.config import GatewayConfig
@@ -36,7 +39,7 @@ from render_service.http.middleware import OPEN_PATHS, ServiceMiddleware
 
 __all__ = ["create_gateway_app"]
 
-_POST_ROUTES = ("/v1/chat/completions", "/v1/completions")
+_POST_ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens")
 _GET_ROUTES = ("/v1/models", "/health", "/ready", "/ping", "/version", "/metrics")
 # nginx-style "client closed request"; nobody reads it, the access log does.
 _CLIENT_GONE = 499
@@ -65,6 +68,36 @@ def _add_generation_routes(app: FastAPI, gateway: Gateway) -> None:
     @app.post("/v1/completions")
     async def completions(request: Request) -> Any:
         return await serve("completion", request)
+
+    # Anthropic Messages: the chat pipeline under vLLM's conversion, errors in Anthropic's shape.
+    @app.post("/v1/messages")
+    async def messages(request: Request) -> Any:
+        try:
+            body = await read_json_object(request)
+            chat_body = await _off_loop(gateway, gateway.codec.messages_chat_body, body)  # type: ignore[attr-defined]
+            result = await until_disconnect(
+                request.receive, gateway.handle("chat", chat_body, request.headers.get("x-request-id")))
+        except ClientDisconnected:
+            return Response(status_code=_CLIENT_GONE)
+        except RenderServiceError as exc:
+            return json_response(anthropic_error_body(exc), exc.status)
+        if isinstance(result, StreamResult):
+            return SSEResponse(message_events(result.body), on_close=result.close)
+        return json_response(chat_to_message(result))
+
+    @app.post("/v1/messages/count_tokens")
+    async def count_tokens(request: Request) -> Response:
+        try:
+            body = await read_json_object(request)
+            result = await _off_loop(gateway, gateway.codec.count_message_tokens, body)  # type: ignore[attr-defined]
+        except RenderServiceError as exc:
+            return json_response(anthropic_error_body(exc), exc.status)
+        return json_response(result)
+
+
+async def _off_loop(gateway: Gateway, fn: Any, body: dict[str, Any]) -> Any:
+    """Conversion renders templates (probes on first use): on the render pool, not the loop."""
+    return await asyncio.get_running_loop().run_in_executor(gateway.executor, fn, body)
 
 
 def _add_info_routes(app: FastAPI, gateway: Gateway) -> None:

@@ -67,6 +67,13 @@ class InProcessCodec:
         return self.renderer.render_chat(body, request_id_header=request_id_header,
                                          fetched_media=fetched_media)
 
+    def messages_chat_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        """An Anthropic Messages body as the chat body vLLM serves it with."""
+        return self.renderer.messages_chat_request(body).model_dump(exclude_unset=True)
+
+    def count_message_tokens(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.renderer.count_message_tokens(body)
+
     def render_completion(self, body: dict[str, Any], request_id_header: str | None
                           ) -> list[dict[str, Any]]:
         return self.renderer.render_completion(body, request_id_header=request_id_header)

@@ -14,6 +14,7 @@ from render_service.protocol.common import MMPayload, alias_return_mm_kwargs
 
 __all__ = [
     "AnthropicContentBlock",
+    "AnthropicCountTokensRequest",
     "AnthropicMessage",
     "AnthropicMessagesRequest",
     "AnthropicTool",
@@ -215,3 +216,29 @@ class AnthropicMessagesRequest(BaseModel):
         if isinstance(thinking, AnthropicThinkingEnabled) and thinking.budget_tokens >= self.max_tokens:
             raise ValueError("thinking.budget_tokens must be less than max_tokens")
         return self
+
+
+class AnthropicCountTokensRequest(BaseModel):
+    model: str
+    messages: list[AnthropicMessage]
+    output_config: AnthropicOutputConfig | None = None
+    system: str | list[AnthropicContentBlock] | None = None
+    thinking: AnthropicThinkingConfig | None = None
+    tool_choice: AnthropicToolChoice | None = None
+    tools: list[AnthropicTool] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+
+    @field_validator("model")
+    @classmethod
+    def _model_required(cls, value: str) -> str:
+        if not value:
+            raise ValueError("Model is required")
+        return value
+
+    @field_validator("system")
+    @classmethod
+    def _system_tool_changes(
+        cls, value: str | list[AnthropicContentBlock] | None
+    ) -> str | list[AnthropicContentBlock] | None:
+        _reject_tool_changes(value)
+        return value

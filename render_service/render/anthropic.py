@@ -34,6 +34,7 @@ from render_service.protocol import (
 )
 from render_service.protocol.anthropic import (
     AnthropicContentBlock,
+    AnthropicCountTokensRequest,
     AnthropicMessage,
     AnthropicMessagesRequest,
     AnthropicThinkingEnabled,
@@ -66,15 +67,18 @@ def template_requires_system_first(source: str | None) -> bool:
     return False
 
 
+AnthropicRequest = AnthropicMessagesRequest | AnthropicCountTokensRequest
+
+
 def messages_to_chat(
-    request: AnthropicMessagesRequest, *, merge_inline_system: bool, disabled_effort: str
+    request: AnthropicRequest, *, merge_inline_system: bool, disabled_effort: str
 ) -> ChatCompletionRequest:
     """The chat request vLLM renders for `request` (validation errors are vLLM's 400s)."""
     messages = _system_messages(request, merge_inline_system)
     for msg in request.messages:
         _convert_message(msg, messages, merge_inline_system)
     chat = _base_chat_request(request, messages)
-    if request.stream:
+    if isinstance(request, AnthropicMessagesRequest) and request.stream:
         chat.stream = True
         chat.stream_options = StreamOptions(include_usage=True, continuous_usage_stats=True)
     output = request.output_config
@@ -112,8 +116,22 @@ def messages_to_chat(
     return chat
 
 
-def _base_chat_request(request: AnthropicMessagesRequest, messages: list[dict[str, Any]]) -> ChatCompletionRequest:
-    fields = {
+def _base_chat_request(request: AnthropicRequest, messages: list[dict[str, Any]]) -> ChatCompletionRequest:
+    fields: dict[str, Any]
+    if isinstance(request, AnthropicCountTokensRequest):
+        fields = {"model": request.model, "messages": messages, "chat_template_kwargs": request.chat_template_kwargs}
+    else:
+        fields = _generation_fields(request, messages)
+    try:
+        return ChatCompletionRequest.model_validate(fields)
+    except ValidationError as exc:  # raised inside vLLM's handler: a ValueError -> 400, its str
+        raise BadRequestError(sanitize_message(str(exc))) from None
+    except VLLMValidationError as exc:
+        raise BadRequestError(sanitize_message(str(exc)), param=exc.parameter) from None
+
+
+def _generation_fields(request: AnthropicMessagesRequest, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
         "model": request.model,
         "messages": messages,
         "max_tokens": request.max_tokens,
@@ -130,12 +148,6 @@ def _base_chat_request(request: AnthropicMessagesRequest, messages: list[dict[st
         "chat_template_kwargs": request.chat_template_kwargs,
         "mm_payload": request.mm_payload,
     }
-    try:
-        return ChatCompletionRequest.model_validate(fields)
-    except ValidationError as exc:  # raised inside vLLM's handler: a ValueError -> 400, its str
-        raise BadRequestError(sanitize_message(str(exc))) from None
-    except VLLMValidationError as exc:
-        raise BadRequestError(sanitize_message(str(exc)), param=exc.parameter) from None
 
 
 def _text_of(content: str | list[AnthropicContentBlock]) -> str | None:
@@ -146,7 +158,7 @@ def _text_of(content: str | list[AnthropicContentBlock]) -> str | None:
     return "".join(parts) if parts else None
 
 
-def _system_messages(request: AnthropicMessagesRequest, merge_inline_system: bool) -> list[dict[str, Any]]:
+def _system_messages(request: AnthropicRequest, merge_inline_system: bool) -> list[dict[str, Any]]:
     parts: list[str] = []
     system = request.system
     if isinstance(system, str) and system:
@@ -250,7 +262,7 @@ def _user_tool_result(block: AnthropicContentBlock, out: list[dict[str, Any]]) -
         out.append({"role": "tool", "tool_call_id": tool_call_id, "content": references})
 
 
-def _apply_tool_choice(request: AnthropicMessagesRequest, chat: ChatCompletionRequest) -> None:
+def _apply_tool_choice(request: AnthropicRequest, chat: ChatCompletionRequest) -> None:
     choice = request.tool_choice
     if choice is None:
         chat.tool_choice = None
@@ -264,7 +276,7 @@ def _apply_tool_choice(request: AnthropicMessagesRequest, chat: ChatCompletionRe
         chat.tool_choice = {"auto": "auto", "any": "required", "none": "none"}[choice.type]  # type: ignore[assignment]
 
 
-def _resolve_tools(request: AnthropicMessagesRequest) -> list[AnthropicTool] | None:
+def _resolve_tools(request: AnthropicRequest) -> list[AnthropicTool] | None:
     """The tools in effect at the end of the conversation (tool_addition / tool_removal)."""
     changes = [
         block

@@ -39,7 +39,11 @@ from render_service.protocol import (
     parse_union_request,
     random_uuid,
 )
-from render_service.protocol.anthropic import EFFORTS, AnthropicMessagesRequest
+from render_service.protocol.anthropic import (
+    EFFORTS,
+    AnthropicCountTokensRequest,
+    AnthropicMessagesRequest,
+)
 from render_service.render.anthropic import messages_to_chat, template_requires_system_first
 from render_service.render.chat import render_chat, render_chat_request
 from render_service.render.chat_prompt import (
@@ -142,6 +146,16 @@ class Renderer:
         return messages_to_chat(
             request, merge_inline_system=self._merges_inline_system(), disabled_effort=disabled
         )
+
+    def count_message_tokens(self, body: Any) -> dict[str, Any]:
+        """Anthropic `messages.count_tokens`: the converted chat prompt's length."""
+        request = parse_request(AnthropicCountTokensRequest, body)
+        disabled = "none"
+        if request.thinking is not None and request.thinking.type == "disabled":
+            disabled = self._disabled_thinking_effort()
+        chat = messages_to_chat(request, merge_inline_system=self._merges_inline_system(), disabled_effort=disabled)
+        count = len(self.render_chat_request(chat)["token_ids"])
+        return {"input_tokens": count, "context_management": {"original_input_tokens": count}}
 
     def render_chat_request(
         self,
