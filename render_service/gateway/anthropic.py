@@ -20,7 +20,7 @@ import orjson
 
 from render_service.errors import RenderServiceError
 
-__all__ = ["anthropic_error_body", "chat_to_message", "message_events", "anthropic_usage"]
+__all__ = ["anthropic_error_body", "anthropic_usage", "chat_sse_objects", "chat_to_message", "message_events"]
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                 404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
@@ -97,7 +97,7 @@ def _is_json(text: str) -> bool:
     return True
 
 
-async def _chat_chunks(body: AsyncIterator[bytes]) -> AsyncGenerator[dict[str, Any], None]:
+async def chat_sse_objects(body: AsyncIterator[bytes]) -> AsyncGenerator[dict[str, Any], None]:
     """The JSON objects of a chat SSE stream (`data: ...` lines, `[DONE]` ends it)."""
     buffer = b""
     async for piece in body:
@@ -169,7 +169,7 @@ async def message_events(body: AsyncIterator[bytes]) -> AsyncGenerator[bytes, No
     stop_reason: Any = None
     first = True
     try:
-        async for chunk in _chat_chunks(body):
+        async for chunk in chat_sse_objects(body):
             if "error" in chunk and "choices" not in chunk:
                 error = chunk["error"]
                 for event in blocks.stop():

@@ -31,6 +31,7 @@ from render_service.gateway.asgi import ClientDisconnected, SSEResponse, until_d
 from render_service.gateway.codec import Codec, InProcessCodec
 from render_service.gateway.config import GatewayConfig
 from render_service.gateway.gateway import ClientFactory, Gateway, StreamResult
+from render_service.gateway.responses_api import chat_to_response, response_events
 from render_service.http.bodies import json_response, read_json_object, version_body
 from render_service.http.errors import install_error_handlers
 from render_service.http.media_fetch import MediaFetcher
@@ -39,7 +40,8 @@ from render_service.http.middleware import OPEN_PATHS, ServiceMiddleware
 
 __all__ = ["create_gateway_app"]
 
-_POST_ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens")
+_POST_ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens",
+                "/v1/responses")
 _GET_ROUTES = ("/v1/models", "/health", "/ready", "/ping", "/version", "/metrics")
 # nginx-style "client closed request"; nobody reads it, the access log does.
 _CLIENT_GONE = 499
@@ -84,6 +86,20 @@ def _add_generation_routes(app: FastAPI, gateway: Gateway) -> None:
         if isinstance(result, StreamResult):
             return SSEResponse(message_events(result.body), on_close=result.close)
         return json_response(chat_to_message(result))
+
+    @app.post("/v1/responses")
+    async def responses(request: Request) -> Any:
+        body = await read_json_object(request)
+        responses_request, chat_body = await _off_loop(
+            gateway, gateway.codec.responses_chat_body, body)  # type: ignore[attr-defined]
+        try:
+            result = await until_disconnect(
+                request.receive, gateway.handle("chat", chat_body, request.headers.get("x-request-id")))
+        except ClientDisconnected:
+            return Response(status_code=_CLIENT_GONE)
+        if isinstance(result, StreamResult):
+            return SSEResponse(response_events(responses_request, chat_body, result.body), on_close=result.close)
+        return json_response(chat_to_response(responses_request, chat_body, result))
 
     @app.post("/v1/messages/count_tokens")
     async def count_tokens(request: Request) -> Response:

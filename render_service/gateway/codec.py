@@ -71,6 +71,10 @@ class InProcessCodec:
         """An Anthropic Messages body as the chat body vLLM serves it with."""
         return self.renderer.messages_chat_request(body).model_dump(exclude_unset=True)
 
+    def responses_chat_body(self, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A Responses body -> (the validated request, the chat body it is served as)."""
+        return self.renderer.responses_chat_body(body)
+
     def count_message_tokens(self, body: dict[str, Any]) -> dict[str, Any]:
         return self.renderer.count_message_tokens(body)
 

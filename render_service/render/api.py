@@ -58,7 +58,7 @@ from render_service.render.context import RenderContext
 from render_service.render.harmony import harmony_prompt_ids
 from render_service.render.parser_support import ParserSupport
 from render_service.render.prompt_limits import TokenizeLimits
-from render_service.render.responses import render_responses
+from render_service.render.responses import render_responses, responses_chat_body
 
 __all__ = ["Renderer"]
 
@@ -181,6 +181,10 @@ class Renderer:
     def render_responses(self, body: Any, *, fetched_media: Mapping[str, bytes] | None = None) -> dict[str, Any]:
         """`POST /v1/responses/render`: one GenerateRequest (`resp_` id from the body)."""
         return render_responses(self._ctx, body, fetched_media)
+
+    def responses_chat_body(self, body: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A Responses body -> (the validated request as JSON, the chat body that serves it)."""
+        return responses_chat_body(self._ctx, body)
 
     def render_completion(
         self, body: Any, *, request_id_header: str | None = None

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from render_service.errors import BadRequestError, NotImplementedFeatureError
 from render_service.protocol import (
     ChatCompletionRequest,
+    StreamOptions,
     parse_request,
     sanitize_message,
     vllm_validation_error,
@@ -30,14 +31,21 @@ from render_service.protocol.validation import VLLMValidationError
 from render_service.render.chat import render_chat_request
 from render_service.render.context import RenderContext
 
-__all__ = ["render_responses"]
+__all__ = ["render_responses", "responses_chat_body"]
 
 _PARTIAL = ("in_progress", "incomplete")
 
 
-def render_responses(
-    ctx: RenderContext, body: object, fetched_media: Mapping[str, bytes] | None = None
-) -> dict[str, Any]:
+def responses_chat_body(ctx: RenderContext, body: object) -> tuple[dict[str, Any], dict[str, Any]]:
+    """For serving (the gateway): the validated request and the chat body that renders alike."""
+    request = _checked(ctx, body)
+    chat = to_chat_request(request, ctx.config.reasoning_effort_map)
+    if request.stream:
+        chat.stream_options = StreamOptions(include_usage=True)
+    return request.model_dump(mode="json"), chat.model_dump(exclude_unset=True)
+
+
+def _checked(ctx: RenderContext, body: object) -> ResponsesRequest:
     request = parse_request(ResponsesRequest, body)
     ctx.check_model(request.model)
     if request.previous_response_id is not None:
@@ -46,6 +54,13 @@ def render_responses(
         )
     if ctx.bundle.is_harmony:
         raise NotImplementedFeatureError("/v1/responses/render for Harmony models is not supported yet")
+    return request
+
+
+def render_responses(
+    ctx: RenderContext, body: object, fetched_media: Mapping[str, bytes] | None = None
+) -> dict[str, Any]:
+    request = _checked(ctx, body)
     chat = to_chat_request(request, ctx.config.reasoning_effort_map)
     result = render_chat_request(
         ctx, chat, request.request_id, fetched_media, output_tokens_param="max_output_tokens"
