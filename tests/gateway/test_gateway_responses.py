@@ -83,3 +83,40 @@ def test_previous_response_id_refused(codec: InProcessCodec) -> None:
     response = asyncio.run(_post(codec, [1], "/v1/responses", _request(previous_response_id="resp_x")))
     assert response.status_code == 400
     assert response.json()["error"]["param"] == "previous_response_id"
+
+
+async def _with_sdk(codec: InProcessCodec, tokens: list[int], call: Any) -> Any:
+    import httpx
+    import openai
+
+    from render_service.gateway.app import create_gateway_app
+    from render_service.gateway.config import GatewayConfig, HealthSettings
+    from render_service.gateway.testing import ScriptedEngine
+
+    engine = ScriptedEngine("http://e0", tokens=tokens)
+    app = create_gateway_app(CONFIG, GatewayConfig(engines=("http://e0",), health=HealthSettings(interval_s=60)),
+                             codec=codec, client_factory={"http://e0": engine}.__getitem__)
+    async with app.router.lifespan_context(app):
+        http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw/v1")
+        async with openai.AsyncOpenAI(api_key="x", base_url="http://gw/v1", http_client=http) as client:
+            return await call(client)
+
+
+def test_official_openai_sdk_reads_responses(codec: InProcessCodec) -> None:
+    """openai's `responses.create` parses our response and our stream (typed events)."""
+    async def batch(client: Any) -> Any:
+        return await client.responses.create(model="Qwen/Qwen3-8B", input="hi", tools=[WEATHER])
+
+    async def stream(client: Any) -> Any:
+        events = []
+        async with client.responses.stream(model="Qwen/Qwen3-8B", input="hi", tools=[WEATHER]) as s:
+            async for event in s:
+                events.append(event.type)
+            return events, await s.get_final_response()
+
+    response = asyncio.run(_with_sdk(codec, _ids(codec, TOOL_TEXT), batch))
+    assert [item.type for item in response.output] == ["reasoning", "function_call"]
+    assert json.loads(response.output[1].arguments) == {"city": "Paris"}
+    events, final = asyncio.run(_with_sdk(codec, _ids(codec, TOOL_TEXT), stream))
+    assert events[0] == "response.created" and events[-1] == "response.completed"
+    assert final.output[1].name == "get_weather" and json.loads(final.output[1].arguments) == {"city": "Paris"}
