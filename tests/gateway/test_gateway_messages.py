@@ -143,3 +143,37 @@ def test_count_tokens_is_the_rendered_prompt(codec: InProcessCodec) -> None:
     rendered = codec.renderer.render_messages(body)
     assert response.json() == {"input_tokens": len(rendered["token_ids"]),
                                "context_management": {"original_input_tokens": len(rendered["token_ids"])}}
+
+
+def test_official_anthropic_sdk_reads_messages(codec: InProcessCodec) -> None:
+    """anthropic's `messages.create` and `messages.stream` parse our message and events."""
+    import anthropic
+    import httpx2
+
+    from render_service.gateway.app import create_gateway_app
+    from render_service.gateway.config import GatewayConfig, HealthSettings
+
+    async def run(stream: bool) -> Any:
+        engine = ScriptedEngine("http://e0", tokens=_ids(codec, TOOL_TEXT))
+        app = create_gateway_app(CONFIG, GatewayConfig(engines=("http://e0",), health=HealthSettings(interval_s=60)),
+                                 codec=codec, client_factory={"http://e0": engine}.__getitem__)
+        async with app.router.lifespan_context(app):
+            # This SDK release speaks httpx2 (same API as httpx).
+            http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://gw")
+            async with anthropic.AsyncAnthropic(api_key="x", base_url="http://gw", http_client=http) as client:
+                args: dict[str, Any] = {"model": "Qwen/Qwen3-8B", "max_tokens": 256, "tools": [WEATHER],
+                                        "messages": [{"role": "user", "content": "weather in Paris?"}]}
+                if not stream:
+                    return await client.messages.create(**args)
+                async with client.messages.stream(**args) as s:
+                    types = [event.type async for event in s]
+                    return types, await s.get_final_message()
+
+    message = asyncio.run(run(False))
+    assert [b.type for b in message.content] == ["thinking", "tool_use"]
+    assert message.content[1].input == {"city": "Paris"} and message.stop_reason == "tool_use"
+    types, final = asyncio.run(run(True))
+    assert types[0] == "message_start" and types[-1] == "message_stop"
+    assert [b.type for b in final.content] == ["thinking", "tool_use"]
+    assert final.content[1].input == {"city": "Paris"} and final.stop_reason == "tool_use"
+    assert final.usage.output_tokens == message.usage.output_tokens
