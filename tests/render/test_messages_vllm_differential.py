@@ -172,3 +172,14 @@ def test_messages_render_equals_vllm(name: str, request_body: dict[str, Any], re
     assert got == expected
     if isinstance(expected, dict):
         assert list(got) == list(expected)
+
+
+def test_disabled_thinking_effort_flag(model_dir: Path) -> None:
+    """--anthropic-disabled-thinking-effort pins what thinking.type=disabled sends (no probe);
+    "auto" probes the template: Qwen3 honours "none" (enable_thinking false)."""
+    base = ServiceConfig(model=str(model_dir), served_model_name=(SERVED,))
+    request = {"model": SERVED, "max_tokens": 10, "messages": [USER], "thinking": {"type": "disabled"}}
+    assert Renderer(base).messages_chat_request(request).reasoning_effort == "none"
+    pinned = Renderer(base.replace(anthropic_disabled_thinking_effort="low"))
+    assert pinned.messages_chat_request(request).reasoning_effort == "low"
+    assert pinned.messages_chat_request({**request, "thinking": None}).reasoning_effort is None
