@@ -97,6 +97,9 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("prefill_pd", body(max_tokens=1, thinking={"type": "enabled", "budget_tokens": 2000},
                         kv_transfer_params={"do_remote_decode": True})),
     ("xargs", body(vllm_xargs={"a": 1}, chat_template_kwargs={"enable_thinking": False})),
+    # tool_choice is assigned after validation in vLLM: no tools is not refused
+    ("named_choice_without_tools", body(tool_choice={"type": "tool", "name": "f"})),
+    ("any_without_tools", body(tool_choice={"type": "any"})),
     # errors
     ("missing_max_tokens", {"model": SERVED, "messages": [USER]}),
     ("missing_model", {"max_tokens": 10, "messages": [USER]}),
