@@ -134,6 +134,7 @@ chatTemplate chatTemplateContentFormat trustRequestChatTemplate trustRequestMmKw
 defaultChatTemplateKwargs reasoningParser toolCallParser toolStrictLevel enableAutoToolChoice
 excludeToolsWhenToolChoiceNone reasoningEffortMap allowedLocalMediaPath allowedMediaDomains
 mmHasherAlgorithm mmProcessorCacheGb interleaveMmStrings dtype limitMmPerPrompt
+anthropicDisabledThinkingEffort
 {{- end }}
 
 {{/*
