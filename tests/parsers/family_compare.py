@@ -66,7 +66,7 @@ def vllm_batch(res: dict[str, Any]) -> Split:
     return batch["reasoning"], batch["content"], calls
 
 
-def assert_streams_to_batch(parser: ChatParser, case: dict[str, Any], n_random: int = 8) -> None:
+def assert_streams_to_batch(parser: ChatParser, case: dict[str, Any], n_random: int = 4) -> None:
     prompt = case.get("prompt_token_ids", ())
     result = parser.parse(case["text"], RID, prompt)
     expected = Collapsed(
