@@ -48,10 +48,15 @@ class JsonCall(CallState):
     body: Body = Body.READ
     args: JsonArgsState | None = None
 
+    def __post_init__(self) -> None:
+        # Every family reading calls this way relies on it: a restored call without its
+        # body state is refused here (a StateError on load), not in each family.
+        if self.args is None:
+            raise ValueError("a JSON tool call without its argument state")
+
     @property
     def envelope(self) -> JsonArgsState:
-        """The envelope's scanner state (always set by `open`; a restored state without
-        it is refused, not a crash)."""
+        """The envelope's scanner state (always set: see __post_init__)."""
         if self.args is None:
             raise StateError("a JSON tool call without its argument state")
         return self.args

@@ -104,8 +104,6 @@ class Ernie45ToolParser(TableToolParser):
         )  # fmt: skip
 
     def check_ext(self, state: ToolStreamState) -> None:
-        if state.call is not None and state.call.args is None:
-            raise StateError(f"{self.name}: a call without its body state")
         if not isinstance(state.ext, ErnieExt) or state.ext.newlines < 0:
             raise StateError(f"{self.name}: bad content state")
         if state.ext.newlines and state.phase != P.CONTENT:

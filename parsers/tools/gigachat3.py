@@ -83,8 +83,6 @@ class GigaChat3ToolParser(TableToolParser):
         )  # fmt: skip
 
     def check_ext(self, state: ToolStreamState) -> None:
-        if state.call is not None and state.call.args is None:
-            raise StateError(f"{self.name}: a call without its body state")
         if state.phase == P.HEADER and state.pending[len(MESSAGE_SEP):].strip() and not _header_prefix(state.pending):
             raise StateError(f"{self.name}: held text is no call header")
 

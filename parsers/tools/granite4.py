@@ -26,7 +26,6 @@ import enum
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from parsers._errors import StateError
 from parsers.tools._base import is_json, json_dumps, json_loads
 from parsers.tools._json_calls import JsonCall, JsonCallReader
 from parsers.tools._machine import (
@@ -88,9 +87,6 @@ class Granite4ToolParser(TableToolParser):
             decide=_decide, reject=_reject, string_verbatim=True, admit=_admit,
         )  # fmt: skip
 
-    def check_ext(self, state: ToolStreamState) -> None:
-        if state.call is not None and state.call.args is None:
-            raise StateError(f"{self.name}: a call without its body state")
 
 
 def _decide(run: Run[Granite4ToolParser], raw: str) -> bool:

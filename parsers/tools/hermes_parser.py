@@ -34,7 +34,6 @@ import enum
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from parsers._errors import StateError
 from parsers.tools._base import is_json, json_dumps, json_loads
 from parsers.tools._json_calls import JsonCall, JsonCallReader
 from parsers.tools._machine import (
@@ -92,9 +91,6 @@ class HermesToolParser(TableToolParser):
             decide=_decide, reject=_reject,
         )  # fmt: skip
 
-    def check_ext(self, state: ToolStreamState) -> None:
-        if state.call is not None and state.call.args is None:
-            raise StateError(f"{self.name}: a call without its body state")
 
 
 def _decide(run: Run[HermesToolParser], raw: str) -> bool:

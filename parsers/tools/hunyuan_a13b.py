@@ -97,8 +97,6 @@ class HunyuanA13BToolParser(TableToolParser):
         )  # fmt: skip
 
     def check_ext(self, state: ToolStreamState) -> None:
-        if state.call is not None and state.call.args is None:
-            raise StateError(f"{self.name}: a call without its body state")
         if not isinstance(state.ext, HunyuanExt):
             raise StateError(f"{self.name}: bad block state")
 

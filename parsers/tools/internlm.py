@@ -27,7 +27,6 @@ import enum
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from parsers._errors import StateError
 from parsers.tools._base import is_json, json_dumps, json_loads
 from parsers.tools._json_calls import JsonCall, JsonCallReader
 from parsers.tools._machine import (
@@ -83,9 +82,6 @@ class InternLMToolParser(TableToolParser):
             ends_with_value=False, decide=_decide, reject=_reject,
         )  # fmt: skip
 
-    def check_ext(self, state: ToolStreamState) -> None:
-        if state.call is not None and state.call.args is None:
-            raise StateError(f"{self.name}: a call without its body state")
 
 
 def _decide(run: Run[InternLMToolParser], raw: str) -> bool:
