@@ -117,6 +117,7 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--served-model-name", nargs="+", default=None)
     p.add_argument("--tokenizer", default=_env_default("tokenizer"))
     p.add_argument("--revision", default=_env_default("revision"))
+    p.add_argument("--tokenizer-mode", default=_env_default("tokenizer_mode", "auto"))
     p.add_argument("--trust-remote-code", action="store_true", default=_env_flag("trust_remote_code"))
     p.add_argument("--max-model-len", type=MAX_MODEL_LEN, default=_env_default("max_model_len"),
                    help="context length: an integer with an optional k/m (x1000) or K/M (x1024) suffix, "
@@ -283,6 +284,7 @@ def config_from_args(args: argparse.Namespace) -> ServiceConfig:
         served_model_name=tuple(served),
         tokenizer=args.tokenizer,
         revision=args.revision,
+        tokenizer_mode=args.tokenizer_mode,
         trust_remote_code=args.trust_remote_code,
         max_model_len=args.max_model_len,
         max_logprobs=args.max_logprobs,

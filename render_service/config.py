@@ -97,6 +97,8 @@ EMBEDDED_DEFAULT_PARSERS: dict[str, Any] = {
 }
 
 
+# vLLM's modes that load a HF tokenizer ("auto", "hf", "slow") and mistral-common's.
+TOKENIZER_MODES = ("auto", "hf", "slow", "mistral")
 ANTHROPIC_DISABLED_EFFORTS = ("auto", "none", "low", "medium", "high", "xhigh", "max")
 
 
@@ -108,6 +110,8 @@ class ServiceConfig:
     served_model_name: tuple[str, ...] = ()
     tokenizer: str | None = None
     revision: str | None = None
+    # vLLM's --tokenizer-mode: "mistral" renders chats with mistral-common (render/mistral.py).
+    tokenizer_mode: str = "auto"
     trust_remote_code: bool = False
     max_model_len: int | None = None  # None or -1 (vLLM's "auto"): derived from the model
     max_logprobs: int = 20  # -1: no cap (vLLM)
@@ -163,6 +167,8 @@ class ServiceConfig:
             raise ConfigError(
                 "--chat-template-content-format must be one of auto, string, openai"
             )
+        if self.tokenizer_mode not in TOKENIZER_MODES:
+            raise ConfigError(f"--tokenizer-mode must be one of {', '.join(TOKENIZER_MODES)}")
         if self.mm_hasher_algorithm not in MM_HASHERS:
             raise ConfigError(f"--mm-hasher-algorithm must be one of {', '.join(MM_HASHERS)}")
         if self.dtype not in DTYPES:

@@ -70,6 +70,9 @@ _TOKENIZER_FILES = (
     "chat_template.jinja",
     "chat_template.json",
     "tokenizer.model",
+    "tekken.json",
+    "tokenizer.model.v3",
+    "tokenizer.model.v7",
 )
 
 
@@ -96,6 +99,8 @@ class ModelBundle:
     # Multimodal models only: the image family (None: text-only) and the dtype tensors go in.
     image_family: ImageFamily | None = field(default=None, repr=False)
     float_dtype: str = "bfloat16"
+    # --tokenizer-mode mistral: transformers' MistralCommonBackend (mistral-common), as vLLM.
+    mistral: Any = field(default=None, repr=False)
 
     @property
     def served_model_name(self) -> str:
@@ -104,6 +109,10 @@ class ModelBundle:
     @property
     def is_harmony(self) -> bool:
         return self.model_type == "gpt_oss"
+
+    @property
+    def is_mistral(self) -> bool:
+        return self.mistral is not None
 
     @classmethod
     def load(cls, config: ServiceConfig) -> ModelBundle:
@@ -134,6 +143,7 @@ class ModelBundle:
             bundle,
             image_family=_load_image_family(model_dir, hf_config),
             float_dtype=resolve_float_dtype(config.dtype, hf_config),
+            mistral=_load_mistral(tokenizer_dir) if config.tokenizer_mode == "mistral" else None,
         )
 
 
@@ -163,7 +173,10 @@ def _build(
     derived_max_len: int | None,
     generation_config: dict[str, Any],
 ) -> ModelBundle:
-    hf_tokenizer = _load_hf_tokenizer(tokenizer_dir, config)
+    if config.tokenizer_mode == "mistral" and not (tokenizer_dir / "tokenizer.json").is_file():
+        hf_tokenizer = _spm_hf_tokenizer(tokenizer_dir)
+    else:
+        hf_tokenizer = _load_hf_tokenizer(tokenizer_dir, config)
     vocab = hf_tokenizer.get_vocab()
     max_token_id = max(vocab.values())
     vocab_size = getattr(hf_tokenizer, "vocab_size", None)
@@ -192,6 +205,48 @@ def _build(
         fingerprint=fingerprint,
         hf_tokenizer=hf_tokenizer,
     )
+
+
+def _load_mistral(tokenizer_dir: Path) -> Any:
+    """vLLM's MistralTokenizer.from_pretrained: mistral-common in ValidationMode.test."""
+    from mistral_common.protocol.instruct.validator import ValidationMode
+    from transformers.tokenization_mistral_common import MistralCommonBackend
+
+    try:
+        return MistralCommonBackend.from_pretrained(
+            str(tokenizer_dir), mode=ValidationMode.test, local_files_only=True
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"cannot load the mistral tokenizer from {tokenizer_dir}: {exc}") from exc
+
+
+def _spm_hf_tokenizer(tokenizer_dir: Path) -> Any:
+    """A fast tokenizer for decoding, made from a folder's SentencePiece `tokenizer.model.v*`
+    (vLLM needs no tokenizer.json in mistral mode; mistral-common still does all encoding)."""
+    from mistral_common.tokens.tokenizers.sentencepiece import SentencePieceTokenizer
+    from tokenizers import AddedToken
+    from tokenizers.models import BPE
+    from transformers import LlamaTokenizer
+    from transformers.convert_slow_tokenizer import SentencePieceExtractor
+
+    models = sorted(tokenizer_dir.glob("tokenizer.model.v*")) or sorted(tokenizer_dir.glob("tokenizer.model"))
+    if not models:
+        raise ConfigError(
+            f"--tokenizer-mode mistral: {tokenizer_dir} has neither tokenizer.json nor a "
+            "SentencePiece tokenizer.model.v* to decode with"
+        )
+    try:
+        spm = SentencePieceTokenizer(str(models[-1]))
+        # transformers 5 returns a dict here although its annotation says a tuple.
+        parts: Any = SentencePieceExtractor(str(models[-1])).extract(BPE)
+        tokenizer = LlamaTokenizer(vocab=parts["vocab"], merges=parts["merges"], legacy=False,
+                                   add_prefix_space=True, add_bos_token=True, truncation_side="left")  # fmt: skip
+        specials = [AddedToken(spm.id_to_piece(i), special=True, normalized=False)
+                    for i in range(spm.n_words) if spm.is_special(i)]  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+        raise ConfigError(f"cannot read the SentencePiece model {models[-1]}: {exc}") from exc
+    tokenizer.add_special_tokens({"additional_special_tokens": specials})
+    return tokenizer
 
 
 def _load_image_family(model_dir: Path, hf_config: dict[str, Any]) -> ImageFamily | None:
@@ -374,6 +429,7 @@ def _fingerprint(
         "content_format": config.chat_template_content_format,
         "reasoning_parser": config.reasoning_parser,
         "tool_call_parser": config.tool_call_parser,
+        "tokenizer_mode": config.tokenizer_mode,
         "enable_auto_tool_choice": config.enable_auto_tool_choice,
         "default_chat_template_kwargs": config.default_chat_template_kwargs,
         "reasoning_effort_map": config.reasoning_effort_map,

@@ -56,6 +56,12 @@ from render_service.render.chat_prompt import (
 from render_service.render.completion import render_completion
 from render_service.render.context import RenderContext
 from render_service.render.harmony import harmony_prompt_ids
+from render_service.render.mistral import (
+    mistral_decode,
+    mistral_encode,
+    mistral_prompt_ids,
+    mistral_token_strs,
+)
 from render_service.render.parser_support import ParserSupport
 from render_service.render.prompt_limits import TokenizeLimits
 from render_service.render.responses import render_responses, responses_chat_body
@@ -201,7 +207,10 @@ class Renderer:
         if isinstance(request, TokenizeChatRequest):
             return self._tokenize_chat(request)
         self.check_model(request.model)
-        ids = self._bundle.encoder.encode_full(request.prompt, add_special_tokens=request.add_special_tokens)
+        if self._bundle.is_mistral:
+            ids = mistral_encode(self._bundle, request.prompt, add_special_tokens=request.add_special_tokens)
+        else:
+            ids = self._bundle.encoder.encode_full(request.prompt, add_special_tokens=request.add_special_tokens)
         return self._tokenize_response(ids, request.return_token_strs)
 
     def detokenize(self, body: Any) -> dict[str, Any]:
@@ -212,6 +221,8 @@ class Renderer:
         """
         request = parse_request(DetokenizeRequest, body)
         self.check_model(request.model)
+        if self._bundle.is_mistral:
+            return {"prompt": mistral_decode(self._bundle, request.tokens)}
         try:
             return {"prompt": self._bundle.hf_tokenizer.decode(request.tokens)}
         except OverflowError as exc:
@@ -281,6 +292,9 @@ class Renderer:
             return self._tokenize_response(ids, request.return_token_strs)
         check_template_trust(request.chat_template, request.chat_template_kwargs, config.trust_request_chat_template)
         check_mm_kwargs(request, config.trust_request_mm_kwargs)
+        if self._bundle.is_mistral:  # mistral-common tokenizes the chat, as chat render does
+            ids = mistral_prompt_ids(self._bundle, request, tool_dicts)
+            return self._tokenize_response(ids, request.return_token_strs)
         request_kwargs = merge_kwargs(
             request.chat_template_kwargs,
             {
@@ -312,7 +326,9 @@ class Renderer:
 
     def _tokenize_response(self, ids: list[int], with_strs: bool | None) -> dict[str, Any]:
         strs = None
-        if with_strs:
+        if with_strs and self._bundle.is_mistral:
+            strs = mistral_token_strs(self._bundle, ids)
+        elif with_strs:
             strs = self._bundle.hf_tokenizer.convert_ids_to_tokens(ids)
         return {
             "count": len(ids),

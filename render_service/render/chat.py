@@ -22,6 +22,7 @@ from render_service.render.context import RenderContext
 from render_service.render.generate_request import generate_request, sampling_inputs
 from render_service.render.harmony import harmony_prompt_ids
 from render_service.render.messages import count_history_tool_calls
+from render_service.render.mistral import check_mistral_request, mistral_prompt_ids
 from render_service.render.prompt_limits import TokenizeLimits, max_tokens_for
 from render_service.render.sampling import SamplingInputs, build_sampling_params
 
@@ -51,7 +52,10 @@ def render_chat_request(
         raise BadRequestError("Beam search is not supported by the render endpoint")
     config, bundle = ctx.config, ctx.bundle
     _check_sizes(request, config)
-    if not bundle.is_harmony:  # vLLM's Harmony path has no tool-choice gate and no template
+    if bundle.is_mistral:  # mistral-common renders; no tool-choice gate, no template
+        check_mistral_request(request)
+        check_mm_kwargs(request, config.trust_request_mm_kwargs)
+    elif not bundle.is_harmony:  # vLLM's Harmony path has no tool-choice gate and no template
         check_tool_choice_gate(
             request,
             has_tool_parser=ctx.parsers.tool_parser is not None,
@@ -70,6 +74,8 @@ def render_chat_request(
     effective_kwargs = merge_kwargs(ctx.server_template_kwargs, request_kwargs)
     if bundle.is_harmony:
         prompt = ChatPrompt(harmony_prompt_ids(bundle, config, request, _tool_dicts(request, config)), None)
+    elif bundle.is_mistral:
+        prompt = ChatPrompt(mistral_prompt_ids(bundle, request, _tool_dicts(request, config)), None)
     else:
         prompt = render_chat_prompt(
             bundle,

@@ -12,6 +12,7 @@ from render_service.render.chat_prompt import check_mm_kwargs
 from render_service.render.context import RenderContext
 from render_service.render.generate_request import generate_request, sampling_inputs
 from render_service.render.messages import PROMPT_EMBEDS_DISABLED
+from render_service.render.mistral import mistral_encode
 from render_service.render.prompt_limits import TokenizeLimits, max_tokens_for
 from render_service.render.sampling import SamplingInputs, build_sampling_params
 
@@ -98,6 +99,8 @@ def _tokenize_text_prompt(
     bundle: ModelBundle, request: CompletionRequest, limits: TokenizeLimits, text: str
 ) -> tuple[list[int], list[tuple[int, int]] | None]:
     text = limits.check_text(text)
+    if bundle.is_mistral:  # mistral-common encodes (token offsets are not built in this mode yet)
+        return limits.check_tokens(mistral_encode(bundle, text, add_special_tokens=request.add_special_tokens)), None
     if request.return_token_offsets:
         ids, offsets = bundle.encoder.encode_with_offsets(text, add_special_tokens=request.add_special_tokens)
         checked = limits.check_tokens(ids)

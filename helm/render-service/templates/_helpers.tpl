@@ -129,7 +129,7 @@ values.yaml `config`). Listed here as well because Helm deletes a key a user set
 checks this list against the CLI's flags.
 */}}
 {{- define "render-service.modelFlags" -}}
-model servedModelName tokenizer revision trustRemoteCode maxModelLen maxLogprobs generationConfig
+model servedModelName tokenizer revision tokenizerMode trustRemoteCode maxModelLen maxLogprobs generationConfig
 chatTemplate chatTemplateContentFormat trustRequestChatTemplate trustRequestMmKwargs
 defaultChatTemplateKwargs reasoningParser toolCallParser toolStrictLevel enableAutoToolChoice
 excludeToolsWhenToolChoiceNone reasoningEffortMap allowedLocalMediaPath allowedMediaDomains
