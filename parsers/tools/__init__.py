@@ -60,6 +60,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "mimo": "parsers.tools.mimo:MimoToolParser",
     "inkling": "parsers.tools.inkling:InklingToolParser",
     "apertus": "parsers.tools.apertus:ApertusToolParser",
+    "dots": "parsers.tools.dots:DotsToolParser",
 }
 
 
@@ -180,6 +181,7 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
                              structural_tag_model="mimo"),
     "inkling": ToolParserTraits(supports_required_and_named=False, engine_based=True),
     "apertus": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
+    "dots": _NATIVE_FORMAT,
 }
 
 

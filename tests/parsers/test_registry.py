@@ -29,7 +29,6 @@ PENDING_TOOL_PARSERS = frozenset({
     "beam",
     "cohere_command3",
     "cohere_command4",
-    "dots",
     "hf",
     "hy_v4",
     "kimi_k3",
