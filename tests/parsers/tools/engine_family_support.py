@@ -16,8 +16,20 @@ from ..family_tokenizers import family_tokenizer
 from ..tokenizers_util import TokenizerBundle
 from .tool_parser_support import assert_split_invariant
 
-__all__ = ["family_cases_for", "run_oracle", "batch_mismatches", "assert_stream_equals_batch",
+__all__ = ["XML_TOOLS", "family_cases_for", "run_oracle", "batch_mismatches", "assert_stream_equals_batch",
            "reasoning_mismatches", "composed_mismatches", "leading_ws_only", "open_value_kept"]
+
+# The request tools of the XML family tests: typed members, so coercion shows.
+XML_TOOLS: list[dict[str, Any]] = [
+    {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {
+            "city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]},
+            "days": {"type": "integer"}}}}},
+    {"type": "function", "function": {"name": "search", "parameters": {
+        "type": "object", "properties": {
+            "query": {"type": "string"}, "filters": {"type": "object"},
+            "exact": {"type": "boolean"}, "score": {"type": ["number", "null"]}}}}},
+]  # fmt: skip
 
 
 def family_cases_for(

@@ -4,6 +4,7 @@ on every split, the state restored at every boundary."""
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -14,25 +15,19 @@ from parsers.tools.dots import DotsToolParser
 
 from ..family_tokenizers import family_tokenizer
 from .engine_family_support import (
+    XML_TOOLS,
     assert_stream_equals_batch,
     batch_mismatches,
     family_cases_for,
     run_oracle,
 )
 
-TOOLS: list[dict[str, Any]] = [
-    {"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "properties": {
-            "city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]},
-            "days": {"type": "integer"}}}}},
-    {"type": "function", "function": {"name": "search", "parameters": {
-        "type": "object", "$defs": {"Mode": {"type": "string"}, "Lim": {"type": "integer"}},
-        "properties": {
-            "query": {"type": "string"}, "filters": {"type": "object"},
-            "exact": {"type": "boolean"}, "score": {"type": ["number", "null"]},
-            "mode": {"$ref": "#/$defs/Mode"}, "limit": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/Lim"}]},
-            "tags": {"type": "array"}, "free": {}}}}},
-]  # fmt: skip
+# vLLM resolves a member's type through `$defs` refs and anyOf alternatives: search gets some.
+TOOLS = copy.deepcopy(XML_TOOLS)
+TOOLS[1]["function"]["parameters"]["$defs"] = {"Mode": {"type": "string"}, "Lim": {"type": "integer"}}
+TOOLS[1]["function"]["parameters"]["properties"].update({
+    "mode": {"$ref": "#/$defs/Mode"}, "limit": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/Lim"}]},
+    "tags": {"type": "array"}, "free": {}})  # fmt: skip
 
 BLOCK = "<dots_function_call>\n{}\n</dots_function_call>"
 

@@ -5,7 +5,6 @@ the GLM-4.6 / GLM-4.7 corpus, hostile variants and our own cases (one oracle cal
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 
@@ -15,22 +14,14 @@ from parsers.tools.glm47 import Glm47ToolParser
 
 from ..family_tokenizers import family_tokenizer
 from .engine_family_support import (
+    XML_TOOLS,
     assert_stream_equals_batch,
     batch_mismatches,
     family_cases_for,
     run_oracle,
 )
 
-TOOLS: list[dict[str, Any]] = [
-    {"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "properties": {
-            "city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]},
-            "days": {"type": "integer"}}}}},
-    {"type": "function", "function": {"name": "search", "parameters": {
-        "type": "object", "properties": {
-            "query": {"type": "string"}, "filters": {"type": "object"},
-            "exact": {"type": "boolean"}, "score": {"type": ["number", "null"]}}}}},
-]  # fmt: skip
+TOOLS = XML_TOOLS
 
 
 def call(name: str, sep: str = "", **params: str) -> str:

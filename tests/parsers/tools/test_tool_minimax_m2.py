@@ -5,7 +5,6 @@ split; string values stream as fragments."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 
@@ -16,6 +15,7 @@ from parsers.tools.minimax_m2 import MinimaxM2ToolParser
 
 from ..family_tokenizers import family_tokenizer
 from .engine_family_support import (
+    XML_TOOLS,
     assert_stream_equals_batch,
     batch_mismatches,
     composed_mismatches,
@@ -24,16 +24,7 @@ from .engine_family_support import (
     run_oracle,
 )
 
-TOOLS: list[dict[str, Any]] = [
-    {"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "properties": {
-            "city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]},
-            "days": {"type": "integer"}}}}},
-    {"type": "function", "function": {"name": "search", "parameters": {
-        "type": "object", "properties": {
-            "query": {"type": "string"}, "filters": {"type": "object"},
-            "exact": {"type": "boolean"}, "score": {"type": ["number", "null"]}}}}},
-]  # fmt: skip
+TOOLS = XML_TOOLS
 
 BLOCK = "<minimax:tool_call>\n{}\n</minimax:tool_call>"
 
