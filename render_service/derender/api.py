@@ -41,7 +41,7 @@ from render_service.derender.schemas import (
     parse_body,
 )
 from render_service.derender.settings import ChatSettings, CompletionSettings
-from render_service.derender.state import LocalStateEnvelope, StateEnvelope
+from render_service.derender.state import ChoiceKind, LocalStateEnvelope, StateEnvelope
 from render_service.derender.stream import derender_stream
 from render_service.derender.stream_kinds import CHAT_STREAM, COMPLETION_STREAM
 from render_service.derender.stream_state import StreamStateCodec
@@ -52,6 +52,12 @@ __all__ = ["Derenderer"]
 
 # Keys that are ours, not vLLM's ChatCompletionRequest fields; removed before validation.
 _OUR_REQUEST_KEYS = ("parse_context", "render_fingerprint")
+# What a vLLM client resends with every stream chunk and a verified state makes redundant:
+# the state carries the prompt's effect and the request settings (which win anyway).
+RESENT_KEYS: dict[ChoiceKind, frozenset[str]] = {
+    ChoiceKind.CHAT: frozenset({"prompt_token_ids", "chat_request"}),
+    ChoiceKind.COMPLETION: frozenset({"prompt_token_ids", "completion_request"}),
+}
 
 
 class Derenderer:
@@ -71,6 +77,7 @@ class Derenderer:
 
     def derender_chat(self, body: dict[str, Any]) -> dict[str, Any]:
         """`POST /v1/chat/completions/derender`: batch response or one stream step."""
+        body = self._lean(body, ChoiceKind.CHAT)
         request = parse_body(body, ChatBatchBody, ChatStreamBody)
         self._check_model(request.model)
         self._check_fingerprint(request.render_fingerprint)
@@ -81,6 +88,7 @@ class Derenderer:
 
     def derender_completion(self, body: dict[str, Any]) -> dict[str, Any]:
         """`POST /v1/completions/derender`: batch response or one stream step."""
+        body = self._lean(body, ChoiceKind.COMPLETION)
         request = parse_body(body, CompletionBatchBody, CompletionStreamBody)
         self._check_model(request.model)
         self._check_fingerprint(request.render_fingerprint)
@@ -92,6 +100,29 @@ class Derenderer:
             return derender_stream(self.ctx, request, settings, COMPLETION_STREAM)
         return derender_completion_batch(self.ctx, request, settings)
 
+    def without_resent(self, body: dict[str, Any], kind: ChoiceKind) -> dict[str, Any] | None:
+        """`body` without the resent prompt ids and request when its `stream_state` is this
+        server's state for the chunk's stream and choice, else None (validate it all).
+
+        vLLM's protocol resends both with every chunk (a 32k-token prompt is ~350 KB); once
+        the state verifies they cannot change the result, so they are neither validated nor
+        materialised (the HTTP layer does not even decode them). The first chunk, and any
+        chunk whose state does not verify, is validated in full, with vLLM's errors."""
+        wire = body.get("stream_state")
+        if wire is None or body.get("stream") is not True:
+            return None
+        chunk = body.get("generate_chunk")
+        choices = chunk.get("choices") if isinstance(chunk, dict) else None
+        request_id = chunk.get("request_id") if isinstance(chunk, dict) else None
+        if not (isinstance(request_id, str) and isinstance(choices, list) and len(choices) == 1
+                and isinstance(choices[0], dict)):
+            return None
+        index = choices[0].get("index")
+        if type(index) is not int or not self.ctx.envelope.authentic(wire, kind, request_id, index):
+            return None
+        resent = RESENT_KEYS[kind]
+        return {k: v for k, v in body.items() if k not in resent}
+
     def reasoning_parser_for(self, chat_request: dict[str, Any]) -> Any | None:
         """The reasoning parser derender uses for this chat request (None: none configured)."""
         settings = self._chat_settings(chat_request)
@@ -100,6 +131,11 @@ class Derenderer:
         return self.ctx.parsers.get(settings).reasoning_parser
 
     # -- helpers --------------------------------------------------------------------------
+
+    def _lean(self, body: dict[str, Any], kind: ChoiceKind) -> dict[str, Any]:
+        if RESENT_KEYS[kind].isdisjoint(body):
+            return body  # nothing resent (our lean protocol, or the HTTP layer dropped it)
+        return self.without_resent(body, kind) or body
 
     def _chat_settings(self, raw: dict[str, Any] | None) -> ChatSettings | None:
         if raw is None:

@@ -161,6 +161,10 @@ def _typed(wire: _ChoiceWire, settings_type: type[SettingsT]) -> ChoiceState[Set
 class Envelope(Protocol):
     def seal(self, state: ChoiceState[Any], request_id: str) -> object: ...
 
+    def authentic(self, wire: object, kind: ChoiceKind, request_id: str, index: int) -> bool:
+        """Whether `wire` is this server's state for that stream and choice (cheap: no decode)."""
+        ...
+
     def open(
         self,
         wire: object,
@@ -185,6 +189,9 @@ class StateEnvelope:
         return self.codec.encode(
             state.to_json(), binding=self._binding(state.kind.value, request_id, state.index)
         )
+
+    def authentic(self, wire: object, kind: ChoiceKind, request_id: str, index: int) -> bool:
+        return self.codec.authentic(wire, binding=self._binding(kind.value, request_id, index))
 
     def open(
         self,
@@ -244,6 +251,10 @@ class LocalStateEnvelope:
 
     def seal(self, state: ChoiceState[Any], request_id: str) -> _LocalState:
         return _LocalState(state, request_id)
+
+    def authentic(self, wire: object, kind: ChoiceKind, request_id: str, index: int) -> bool:
+        return (isinstance(wire, _LocalState) and wire.request_id == request_id
+                and wire.state.kind is kind and wire.state.index == index)
 
     def open(
         self,

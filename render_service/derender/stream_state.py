@@ -93,6 +93,15 @@ class StreamStateCodec:
             "RENDER_SERVICE_MAX_STREAM_STATE_BYTES) on every replica."
         )
 
+    def authentic(self, wire: object, *, binding: str) -> bool:
+        """Whether `wire` is a well-formed token whose MAC verifies for `binding` (no inflate,
+        no age check: `decode` still runs both before the state is used)."""
+        try:
+            _, payload, tag = self._split(self._token(wire))
+        except StreamStateError:
+            return False
+        return hmac.compare_digest(tag, self._mac(binding, payload))
+
     def decode(self, wire: object, *, binding: str, now: float | None = None) -> dict[str, Any]:
         token = self._token(wire)
         version, payload, tag = self._split(token)

@@ -20,8 +20,14 @@ from starlette.responses import Response
 
 from render_service import __version__
 from render_service.config import ServiceConfig, config_from_json
-from render_service.derender.api import Derenderer
-from render_service.http.bodies import json_response, read_json_object, version_body
+from render_service.derender.api import RESENT_KEYS, Derenderer
+from render_service.derender.state import ChoiceKind
+from render_service.http.bodies import (
+    json_response,
+    read_json_object,
+    read_lazy_object,
+    version_body,
+)
 from render_service.http.errors import install_error_handlers
 from render_service.http.media_fetch import MediaFetcher
 from render_service.http.metrics import CONTENT_TYPE_LATEST, METRICS, render_metrics_text
@@ -93,6 +99,14 @@ def _rendered_response(
     return result, json_response(result)
 
 
+async def _derender_body(
+    request: Request, derenderer: Derenderer, members: tuple[tuple[str, ...], ...], kind: ChoiceKind
+) -> dict[str, Any]:
+    """The body; a stream chunk whose state verifies skips decoding what the client resent."""
+    lazy = await read_lazy_object(request, members, RESENT_KEYS[kind])
+    return derenderer.without_resent(lazy.head, kind) or lazy.full()
+
+
 def _request_id_header(request: Request) -> str | None:
     return request.headers.get("x-request-id")
 
@@ -144,13 +158,13 @@ def _add_core_routes(app: FastAPI, service: Service) -> None:
 
     @app.post("/v1/chat/completions/derender")
     async def derender_chat(request: Request) -> Response:
-        body = await read_json_object(request, _DERENDER_CHAT_BODY)
+        body = await _derender_body(request, derenderer, _DERENDER_CHAT_BODY, ChoiceKind.CHAT)
         check_counts(body.get("chat_request"), limits)
         return json_response(await service.run(derenderer.derender_chat, body))
 
     @app.post("/v1/completions/derender")
     async def derender_completion(request: Request) -> Response:
-        body = await read_json_object(request, _DERENDER_COMPLETION_BODY)
+        body = await _derender_body(request, derenderer, _DERENDER_COMPLETION_BODY, ChoiceKind.COMPLETION)
         return json_response(await service.run(derenderer.derender_completion, body))
 
     @app.post("/tokenize")

@@ -17,6 +17,11 @@ same order, so malformed input gets vLLM's exact 400 body:
 orjson decodes on the hot path; the stdlib parser (what vLLM uses) runs only when orjson
 refuses, so the result and the error text are always the stdlib's (NaN, UTF-16 bodies and
 integers above 64 bits are accepted, as by vLLM).
+
+`read_lazy_object` is the streaming derender's reader: the body's syntax is checked whole, but
+the values of named keys (the prompt and request a vLLM client resends with every chunk) are
+decoded only if asked for. Anything unusual falls back to `read_json_object`, so errors are
+the same.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import email.message
 import json
 from typing import Any
 
+import msgspec
 import orjson
 from fastapi import Request
 from starlette.responses import Response
@@ -35,9 +41,11 @@ from render_service.protocol import RequestValidationError, request_validation_e
 __all__ = [
     "SINGLE_MODEL_BODY",
     "VLLM_API_VERSION",
+    "LazyObject",
     "json_response",
     "read_json_body",
     "read_json_object",
+    "read_lazy_object",
     "version_body",
 ]
 
@@ -85,6 +93,59 @@ async def read_json_object(
             ]
         )
     return body
+
+
+class LazyObject:
+    """A JSON object body whose `deferred` keys are decoded only by `full()`."""
+
+    __slots__ = ("head", "_raw", "_full")
+
+    def __init__(self, head: dict[str, Any], raw: bytes | None, full: dict[str, Any] | None) -> None:
+        self.head = head  # every key but the deferred ones, decoded
+        self._raw = raw
+        self._full = full
+
+    def full(self) -> dict[str, Any]:
+        if self._full is None:
+            assert self._raw is not None
+            self._full = _decode(self._raw)  # syntax already checked: an object
+        return self._full
+
+
+_SPANS = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
+async def read_lazy_object(
+    request: Request, members: tuple[tuple[str, ...], ...], deferred: frozenset[str]
+) -> LazyObject:
+    raw = await request.body()
+    if _declares_json_exactly(request.headers.get("content-type")) and (raw.isascii() or _utf8(raw)):
+        head = _head(raw, deferred)
+        if head is not None:
+            return LazyObject(head, raw, None)
+    body = await read_json_object(request, members)  # the exact errors, or an unusual body
+    return LazyObject({k: v for k, v in body.items() if k not in deferred}, None, body)
+
+
+def _head(raw: bytes, deferred: frozenset[str]) -> dict[str, Any] | None:
+    """The non-deferred values of an object body, or None when it takes the full path."""
+    try:
+        spans = _SPANS.decode(raw)  # checks the whole body's syntax; values stay bytes
+        return {k: orjson.loads(v) for k, v in spans.items() if k not in deferred}
+    except (msgspec.DecodeError, msgspec.ValidationError, orjson.JSONDecodeError):
+        return None  # not an object, NaN, a 65-bit integer...: decode it as vLLM would
+
+
+def _utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _declares_json_exactly(content_type: str | None) -> bool:
+    return (content_type or "").lower().split(";", 1)[0] == "application/json"
 
 
 def json_response(data: Any, status: int = 200) -> Response:
