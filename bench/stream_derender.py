@@ -2,8 +2,9 @@
 
 The same engine output (reasoning, then content, then two hermes tool calls, ~4,000 tokens) is
 sent one token per chunk, after a ~32k-token prompt, to both servers (qwen3 + hermes parsers,
-the same weightless Qwen3 model folder). Each client sends what its server needs: vLLM needs
-`chat_request` and the full `prompt_token_ids` on every chunk; ours only on the first.
+the same weightless Qwen3 model folder). vLLM needs `chat_request` (the user's document and
+the tools) and the full `prompt_token_ids` on every chunk; ours only on the first, and
+`--protocol vllm` makes our client resend them anyway, as an unchanged vLLM client does.
 
 Measured per server: server CPU seconds (user+system of the server process tree, from /proc,
 over the streaming phase only), mean request bytes per chunk, wall seconds. The reference
@@ -99,10 +100,11 @@ def build_prompt(tokenizer, n_tokens: int) -> list[int]:  # noqa: ANN001
 
 
 def run_stream(url: str, ids: list[int], prompt: list[int], every_chunk: bool, limit: int,
-               client: httpx.Client, tools: list, sizes: list[int] | None = None) -> tuple[int, int, int]:  # fmt: skip
+               client: httpx.Client, chat_request: dict, sizes: list[int] | None = None,
+               latencies: list[float] | None = None) -> tuple[int, int, int]:  # fmt: skip
     """Send ids[:limit] one per chunk; returns (requests, total bytes, first request bytes).
-    `sizes`: filled with each returned stream_state's size in bytes."""
-    chat_request = {"messages": [{"role": "user", "content": "x"}], "tools": tools}
+    `sizes`: filled with each returned stream_state's size in bytes; `latencies` with each
+    request's wall seconds."""
     state, total_bytes, first_bytes = None, 0, 0
     ids = ids[:limit]
     for k, token in enumerate(ids):
@@ -115,7 +117,10 @@ def run_stream(url: str, ids: list[int], prompt: list[int], every_chunk: bool, l
         raw = orjson.dumps(body)
         total_bytes += len(raw)
         first_bytes = first_bytes or len(raw)
+        t0 = time.perf_counter()
         response = client.post(url, content=raw, headers={"content-type": "application/json"})
+        if latencies is not None:
+            latencies.append(time.perf_counter() - t0)
         if response.status_code != 200:
             raise SystemExit(f"chunk {k}: HTTP {response.status_code}: {response.text[:500]}")
         state = response.json()["stream_state"]
@@ -160,21 +165,26 @@ class OurServer:
                 self.proc.wait(timeout=30)
 
 
-def measure(server_pid: int, url: str, ids, prompt, every_chunk: bool, limit: int, tools: list) -> dict:  # noqa: ANN001
+def measure(server_pid: int, url: str, ids, prompt, every_chunk: bool, limit: int, chat_request: dict) -> dict:  # noqa: ANN001
     sizes: list[int] = []
+    latencies: list[float] = []
     with httpx.Client(timeout=600) as client:
         cpu0, t0 = cpu_seconds(server_pid), time.monotonic()
-        n, total_bytes, first_bytes = run_stream(url, ids, prompt, every_chunk, limit, client, tools, sizes)
+        n, total_bytes, first_bytes = run_stream(url, ids, prompt, every_chunk, limit, client,
+                                                 chat_request, sizes, latencies)
         cpu1, t1 = cpu_seconds(server_pid), time.monotonic()
+    latencies.sort()
     return {"tokens": n, "cpu_s": round(cpu1 - cpu0, 3), "wall_s": round(t1 - t0, 3),
+            "resent_every_chunk": every_chunk,
+            "chunk_latency_p50_ms": round(latencies[len(latencies) // 2] * 1e3, 3),
+            "chunk_latency_p99_ms": round(latencies[int(len(latencies) * 0.99)] * 1e3, 3),
             "mean_request_bytes": round(total_bytes / n, 1),
             "mean_request_bytes_after_first": round((total_bytes - first_bytes) / max(n - 1, 1), 1),
             "max_state_bytes": max(sizes)}  # fmt: skip
 
 
-def cpu_of_window(server_pid: int, url: str, ids, prompt, tools: list, window: int) -> dict:  # noqa: ANN001
+def cpu_of_window(server_pid: int, url: str, ids, prompt, chat_request: dict, window: int) -> dict:  # noqa: ANN001
     """Our server CPU over the first and the last `window` chunks of one stream."""
-    chat_request = {"messages": [{"role": "user", "content": "x"}], "tools": tools}
     state, marks = None, {}
     with httpx.Client(timeout=600) as client:
         for k, token in enumerate(ids):
@@ -194,12 +204,11 @@ def cpu_of_window(server_pid: int, url: str, ids, prompt, tools: list, window: i
             "last_over_first": round(last / max(first, 1e-9), 3), "target": 1.2}
 
 
-def ref_chunk_cpu(server_pid: int, url: str, ids, prompt, tools: list, k: int, repeats: int = 3) -> float:  # noqa: ANN001
+def ref_chunk_cpu(server_pid: int, url: str, ids, prompt, chat_request: dict, k: int, repeats: int = 3) -> float:  # noqa: ANN001
     """vLLM's server CPU for chunk k alone of a one-token-per-chunk stream. Its state is plain
     JSON: one request carrying ids[:k] as a single chunk yields the state after k tokens, whose
     `output_chunk_lens` is then rewritten to k one-token chunks (what the real stream carries),
     so the measured request replays exactly what chunk k of the real stream replays."""
-    chat_request = {"messages": [{"role": "user", "content": "x"}], "tools": tools}
 
     def body(tokens: list[int], state, last: bool) -> bytes:  # noqa: ANN001
         return orjson.dumps({"stream": True, "stream_state": state, "chat_request": chat_request,
@@ -221,11 +230,11 @@ def ref_chunk_cpu(server_pid: int, url: str, ids, prompt, tools: list, k: int, r
         return (cpu_seconds(server_pid) - cpu0) / repeats
 
 
-def ref_sampled(server_pid: int, url: str, ids, prompt, tools: list, every: int) -> dict:  # noqa: ANN001
+def ref_sampled(server_pid: int, url: str, ids, prompt, chat_request: dict, every: int) -> dict:  # noqa: ANN001
     """vLLM's whole-stream CPU as the trapezoidal integral of its per-chunk cost sampled at
     every `every`-th chunk and the last (the cost grows smoothly with k: a replay of k chunks)."""
     positions = sorted({1, *range(every, len(ids) - 1, every), len(ids) - 1})
-    costs = [ref_chunk_cpu(server_pid, url, ids, prompt, tools, k) for k in positions]
+    costs = [ref_chunk_cpu(server_pid, url, ids, prompt, chat_request, k) for k in positions]
     total = costs[0] * positions[0]
     for (k0, c0), (k1, c1) in zip(zip(positions, costs), zip(positions[1:], costs[1:])):
         total += (k1 - k0) * (c0 + c1) / 2
@@ -243,6 +252,9 @@ def main() -> None:
     parser.add_argument("--case", choices=("mixed", "agentic"), default="mixed")
     parser.add_argument("--ref-sample-every", type=int, default=0,
                         help="also integrate vLLM's cost over the whole output from chunks sampled this often")
+    parser.add_argument("--protocol", choices=("lean", "vllm"), default="lean",
+                        help="what our client sends: prompt and request on the first chunk only "
+                             "(lean), or with every chunk, as a vLLM client does unchanged (vllm)")
     args = parser.parse_args()
     from transformers import AutoTokenizer
 
@@ -264,19 +276,26 @@ def main() -> None:
     log_dir = REPO / ".cache" / "bench-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     path = "/v1/chat/completions/derender"
+    # The request the prompt was rendered from: the user's document as text (what a vLLM
+    # client resends as chat_request with every chunk), and the tools.
+    document = tokenizer.decode(prompt[4:-5])
+    chat_request = {"messages": [{"role": "user", "content": document}], "tools": tools}
+    resend = args.protocol == "vllm"
     with OurServer(model_dir, max_len, log_dir) as ours:
         assert ours.proc is not None
-        ours_full = measure(ours.proc.pid, ours.url + path, ids, prompt, False, len(ids), tools)
-        ours_prefix = measure(ours.proc.pid, ours.url + path, ids, prompt, False, args.ref_tokens, tools)
-        window = cpu_of_window(ours.proc.pid, ours.url + path, ids, prompt, tools, 1000) if args.case == "agentic" else None
+        ours_full = measure(ours.proc.pid, ours.url + path, ids, prompt, resend, len(ids), chat_request)
+        ours_prefix = measure(ours.proc.pid, ours.url + path, ids, prompt, resend, args.ref_tokens, chat_request)
+        window = (cpu_of_window(ours.proc.pid, ours.url + path, ids, prompt, chat_request, 1000)
+                  if args.case == "agentic" else None)  # fmt: skip
     with RefRenderServer(model_dir, PARSER_FLAGS + ("--max-model-len", str(max_len)), log_dir) as ref:
         assert ref._proc is not None
-        ref_prefix = measure(ref._proc.pid, ref.url + path, ids, prompt, True, args.ref_tokens, tools)
-        ref_whole = (ref_sampled(ref._proc.pid, ref.url + path, ids, prompt, tools, args.ref_sample_every)
+        ref_prefix = measure(ref._proc.pid, ref.url + path, ids, prompt, True, args.ref_tokens, chat_request)
+        ref_whole = (ref_sampled(ref._proc.pid, ref.url + path, ids, prompt, chat_request, args.ref_sample_every)
                      if args.ref_sample_every else None)  # fmt: skip
     result = {
         "bench": "stream_derender",
         "case": args.case,
+        "protocol": args.protocol,
         "ours_cpu_last1000_over_first1000": window,
         "prompt_tokens": len(prompt),
         "ours": ours_full,

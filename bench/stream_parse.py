@@ -22,6 +22,11 @@ largest serialised state in bytes. The final stdout line is JSON.
 `--case harmony`: a ~4,000-token gpt-oss output (analysis, a commentary preamble, one tool
 call) through openai_gptoss + openai against vLLM's HarmonyParser replay.
 
+`--case families`: one row per registered parser name, on the family's own markup (its corpus
+entry grown by bench/family_outputs.py, its tokenizer): every tool parser with its reasoning
+parser on a ~2,000-token output with calls, then every reasoning parser alone on ~4,000 tokens;
+vLLM's replay sampled at 5 chunk positions per row. `--only NAME...` picks rows.
+
 `--case agentic`: a ~12,000-token output dominated by one `write_file` call whose content is
 a whole file (the shape of agent traffic), with 30 tools declared.
 
@@ -40,11 +45,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.family_outputs import ARG, CONTENT, LEAD, REASONING, FamilyOutput, grow_entry, pick_entry  # noqa: E402
 from parsers import ChatOptions, ChatParser, DetokState, IncrementalDetokenizer  # noqa: E402
-from parsers.registry import get_reasoning_parser, get_tool_parser  # noqa: E402
+from parsers.registry import (  # noqa: E402
+    get_reasoning_parser,
+    get_tool_parser,
+    reasoning_parser_names,
+    tool_parser_names,
+)
 from tests.parsers.chunking import collapse_events  # noqa: E402
+from tests.parsers.family_corpus import REASONING_FORMATS, TOOL_FORMATS  # noqa: E402
+from tests.parsers.family_oracle import WEATHER_TOOLS  # noqa: E402
+from tests.parsers.family_outputs.generate import FORMATS  # noqa: E402
+from tests.parsers.family_tokenizers import family_loader, family_tokenizer  # noqa: E402
 from tests.parsers.tokenizers_util import gpt_oss, qwen3  # noqa: E402
-from tests.parsers.vllm_ref import VllmRef  # noqa: E402
+from tests.parsers.vllm_ref import VllmRef, VllmRefError  # noqa: E402
 
 TOOLS = [
     {"type": "function", "function": {"name": "get_weather", "parameters": {
@@ -148,12 +163,21 @@ CASES = {
 }
 
 
-def run_ours(ids: list[int], prompt: list[int], bundle, tool_defs: list, n_calls: int,
-             names: tuple[str, str]) -> dict:
+def chat_for(bundle, names: tuple[str | None, str | None], tool_defs: list,
+             chat_template_kwargs: dict | None = None) -> ChatParser:
+    reasoning_name, tool_name = names
+    reasoning = (get_reasoning_parser(reasoning_name)(bundle.tokenizer, chat_template_kwargs or {},
+                                                      special_tokens=bundle.special_tokens)
+                 if reasoning_name else None)
+    tools = get_tool_parser(tool_name)(bundle.tokenizer, tool_defs) if tool_name else None
+    return ChatParser(reasoning, tools, ChatOptions(tool_choice="auto", enable_auto_tools=True))
+
+
+def run_ours(ids: list[int], prompt: list[int], bundle, chat: ChatParser,
+             n_calls: int | None = None) -> dict:
+    """One token per chunk, both states JSON round-tripped at every chunk; checks that the
+    stream concatenates to the batch parse."""
     detok = IncrementalDetokenizer(bundle.tokenizer, bundle.special_ids, skip_special_tokens=False)
-    reasoning = get_reasoning_parser(names[0])(bundle.tokenizer, {}, special_tokens=bundle.special_tokens)
-    tools = get_tool_parser(names[1])(bundle.tokenizer, tool_defs)
-    chat = ChatParser(reasoning, tools, ChatOptions(tool_choice="auto", enable_auto_tools=True))
     chat_state_type = chat.state_type()
 
     wire = json.dumps({"detok": detok.initial_state(prompt).to_json(),
@@ -184,23 +208,22 @@ def run_ours(ids: list[int], prompt: list[int], bundle, tool_defs: list, n_calls
     assert streamed.reasoning == (batch.reasoning or "") and streamed.content == (batch.content or "")
     assert [(c.name, c.arguments) for c in streamed.tool_calls] == [
         (c.name, c.arguments) for c in batch.tool_calls]
-    assert len(batch.tool_calls) == n_calls, batch.tool_calls
-    return {"per_chunk": per_chunk, "max_state_bytes": max_state, "text": text}
+    assert n_calls is None or len(batch.tool_calls) == n_calls, batch.tool_calls
+    return {"per_chunk": per_chunk, "max_state_bytes": max_state, "text": text,
+            "calls": len(batch.tool_calls), "arguments_chars": sum(len(c.arguments) for c in batch.tool_calls)}
 
 
-def run_vllm(ids: list[int], prompt: list[int], bundle, sample_every: int, tool_defs: list,
-             names: tuple[str, str]) -> dict:
+def run_vllm(ref: VllmRef, ids: list[int], prompt: list[int], bundle, sample_every: int,
+             tool_defs: list, names: tuple[str | None, str | None], loader: str = "auto",
+             chat_template_kwargs: dict | None = None) -> dict:
     ks = sorted({*range(0, len(ids), sample_every), len(ids) - 1})
-    ref = VllmRef()
-    try:
-        result = ref.call(
-            "replay_cpu", tokenizer_dir=str(bundle.directory), reasoning_parser=names[0],
-            tool_parser=names[1], enable_auto_tools=True, prompt_token_ids=prompt, ids=ids,
-            sample_ks=ks, request={"tools": tool_defs, "tool_choice": "auto"},
-            is_harmony=names[1] == "openai",
-        )
-    finally:
-        ref.close()
+    result = ref.call(
+        "replay_cpu", tokenizer_dir=str(bundle.directory), loader=loader,
+        reasoning_parser=names[0], tool_parser=names[1], enable_auto_tools=True,
+        prompt_token_ids=prompt, ids=ids, sample_ks=ks,
+        request={"tools": tool_defs, "tool_choice": "auto"} if names[1] else {},
+        chat_template_kwargs=chat_template_kwargs, is_harmony=names[1] == "openai",
+    )
     samples = result["per_chunk_cpu_s"]
     total = 0.0
     for (k0, c0), (k1, c1) in zip(samples, samples[1:]):
@@ -209,12 +232,119 @@ def run_vllm(ids: list[int], prompt: list[int], bundle, sample_every: int, tool_
     return {"estimated_total_cpu_s": total, "samples": samples}
 
 
+# Tool parsers whose models reason under a reasoning parser of another name.
+PAIRED = {"hermes": "qwen3", "qwen3_json": "qwen3", "qwen3_coder": "qwen3", "qwen3_xml": "qwen3",
+          "deepseek_v3": "deepseek_r1", "deepseek_v31": "deepseek_v3", "deepseek_v32": "deepseek_v3",
+          "openai": "openai_gptoss", "ling3": "ling3", "granite4": "granite_thinking_parser"}
+
+
+def family_rows() -> list[tuple[str, str | None, str | None, int]]:
+    """(kind, reasoning name, tool name, tokens): every tool name with its same-named
+    reasoning parser if there is one (2,000 tokens, with calls), then every reasoning name
+    alone (4,000 tokens)."""
+    reasoning_names = set(reasoning_parser_names())
+    rows: list[tuple[str, str | None, str | None, int]] = []
+    for tool in tool_parser_names():
+        paired = PAIRED.get(tool, tool if tool in reasoning_names else None)
+        rows.append(("tool", paired, tool, 2000))
+    rows.extend(("reasoning", name, None, 4000) for name in sorted(reasoning_names))
+    return rows
+
+
+def _template_kwargs(kind: str, name: str) -> dict | None:
+    """The chat_template_kwargs the family's corpus was rendered with (thinking switches)."""
+    formats = (TOOL_FORMATS if kind == "tool" else REASONING_FORMATS)[name]
+    return next((FORMATS[f]["kwargs"] for f in formats if FORMATS.get(f, {}).get("kwargs")), None)
+
+
+def family_output(kind: str, name: str, bundle, chat: ChatParser, tokens: int) -> FamilyOutput:
+    def count(text: str) -> int:
+        return len(bundle.encode(text))
+
+    def score(entry: dict) -> tuple[int, ...]:
+        text = entry["text"]
+        result = chat.parse(text, REQUEST_ID, bundle.encode(entry.get("prompt") or ""))
+        wanted = len(result.tool_calls) if kind == "tool" else len(result.reasoning or "")
+        return (wanted > 0, *(piece in text for piece in (REASONING, CONTENT, LEAD, ARG)), len(text))
+
+    if name in ("openai", "openai_gptoss"):
+        return FamilyOutput("harmony", build_harmony_output(tokens, bundle.tokenizer), HARMONY_PROMPT)
+    picked = pick_entry(kind, name, score)
+    return FamilyOutput(picked.entry, grow_entry(picked.text, tokens, count), picked.prompt)
+
+
+def run_family(ref: VllmRef, kind: str, reasoning: str | None, tool: str | None,
+               tokens: int) -> dict:
+    name = tool or reasoning
+    assert name
+    harmony = name in ("openai", "openai_gptoss")
+    bundle = gpt_oss() if harmony else family_tokenizer(kind, name)
+    kwargs = None if harmony else _template_kwargs(kind, name)
+    tool_defs = WEATHER_TOOLS if tool else []
+    chat = chat_for(bundle, (reasoning, tool), tool_defs, kwargs)
+    out = family_output(kind, name, bundle, chat, tokens)
+    if tool and reasoning and not chat.parse(out.text, REQUEST_ID, bundle.encode(out.prompt or "")).tool_calls:
+        # The corpus' calls sit in what this reasoning parser calls reasoning (no end tag
+        # in the template's turn): measure the tool parser alone, with its calls.
+        reasoning = None
+        chat = chat_for(bundle, (None, tool), tool_defs, kwargs)
+        out = family_output(kind, name, bundle, chat, tokens)
+    ids, prompt = bundle.encode(out.text), bundle.encode(out.prompt or "")
+    ours = run_ours(ids, prompt, bundle, chat)
+    assert ours["text"] == out.text, f"{name}: the detokenizer must reproduce the output"
+    loader = "auto" if harmony or bundle.name == "qwen3" else family_loader(kind, name)
+    vllm = run_vllm(ref, ids, prompt, bundle, max(len(ids) // 4, 1), tool_defs,
+                    (reasoning, tool), loader, kwargs)
+    ours_total = sum(ours["per_chunk"])
+    return {"kind": kind, "tool": tool, "reasoning": reasoning, "entry": out.entry,
+            "tokens": len(ids), "calls": ours["calls"], "arguments_chars": ours["arguments_chars"],
+            "ours_cpu_s": round(ours_total, 4),
+            "vllm_replay_cpu_s": round(vllm["estimated_total_cpu_s"], 3),
+            "ratio_vllm_over_ours": round(vllm["estimated_total_cpu_s"] / ours_total, 1),
+            "ours_max_state_bytes": ours["max_state_bytes"]}
+
+
+def main_families(only: list[str]) -> None:
+    """One row per family (one vLLM reference process for all): a markdown table, then JSON."""
+    ref = VllmRef()
+    rows = []
+    print("| kind | tool parser | reasoning parser | tokens | calls | ours CPU s | vLLM replay CPU s "
+          "| ratio | largest state B |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    try:
+        for kind, reasoning, tool, tokens in family_rows():
+            if only and not {tool, reasoning} & set(only):
+                continue
+            try:
+                row = run_family(ref, kind, reasoning, tool, tokens)
+            except (AssertionError, VllmRefError, ValueError) as exc:  # a row, not the table
+                row = {"kind": kind, "tool": tool, "reasoning": reasoning, "error": str(exc)[:300]}
+                print(f"| {kind} | {tool or '-'} | {reasoning or '-'} | error: {row['error'][:120]} |")
+            else:
+                print(f"| {kind} | {tool or '-'} | {row['reasoning'] or '-'} | {row['tokens']:,} | {row['calls']} "
+                      f"| {row['ours_cpu_s']:.2f} | {row['vllm_replay_cpu_s']:.1f} "
+                      f"| {row['ratio_vllm_over_ours']:,.0f}x | {row['ours_max_state_bytes']:,} |", flush=True)
+            rows.append(row)
+    finally:
+        ref.close()
+    ok = [r for r in rows if "error" not in r]
+    ratios = sorted(r["ratio_vllm_over_ours"] for r in ok)
+    print(json.dumps({"bench": "stream_parse", "case": "families", "rows": rows,
+                      "families": len(rows), "errors": len(rows) - len(ok),
+                      "min_ratio": ratios[0] if ratios else None,
+                      "median_ratio": ratios[len(ratios) // 2] if ratios else None,
+                      "max_state_bytes": max((r["ours_max_state_bytes"] for r in ok), default=None)}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--case", choices=sorted(CASES), default="mixed")
+    parser.add_argument("--case", choices=[*sorted(CASES), "families"], default="mixed")
+    parser.add_argument("--only", nargs="*", default=[], help="families: these parser names only")
     parser.add_argument("--tokens", type=int, default=None, help="4,000 (mixed) / 12,000 (agentic)")
     parser.add_argument("--sample-every", type=int, default=None, help="100 (mixed) / 1,000 (agentic)")
     args = parser.parse_args()
+    if args.case == "families":
+        main_families(args.only)
+        return
     build, tool_defs, n_calls, window, tokenizer, reasoning_name, tool_name, prompt_text = CASES[args.case]
     names = (reasoning_name, tool_name)
     tokens = args.tokens or (12000 if args.case == "agentic" else 4000)
@@ -225,12 +355,16 @@ def main() -> None:
     ids = bundle.encode(output)
     prompt = bundle.encode(prompt_text)
 
-    ours = run_ours(ids, prompt, bundle, tool_defs, n_calls, names)
+    ours = run_ours(ids, prompt, bundle, chat_for(bundle, names, tool_defs), n_calls)
     assert ours["text"] == output, "detokenizer must reproduce the output exactly"
     ours_total = sum(ours["per_chunk"])
     first, last = sum(ours["per_chunk"][:window]), sum(ours["per_chunk"][-window:])
 
-    vllm = run_vllm(ids, prompt, bundle, sample_every, tool_defs, names)
+    ref = VllmRef()
+    try:
+        vllm = run_vllm(ref, ids, prompt, bundle, sample_every, tool_defs, names)
+    finally:
+        ref.close()
     report = {
         "bench": "stream_parse",
         "case": args.case,

@@ -92,12 +92,13 @@ def _request(req):
     return ChatCompletionRequest.model_validate(body)
 
 
-def _parser_cls(req):
+def _parser_cls(req, tok=None):
+    extra = {} if tok is None else {"tokenizer": tok}  # unified parsers check the vocabulary
     return ParserManager.get_parser(
         tool_parser_name=req.get("tool_parser"),
         reasoning_parser_name=req.get("reasoning_parser"),
         enable_auto_tools=req.get("enable_auto_tools", True),
-        is_harmony=req.get("is_harmony", False),
+        is_harmony=req.get("is_harmony", False), **extra,
     )
 
 
@@ -168,7 +169,7 @@ def op_replay_cpu(req):
     """Derender's parser-path replay: chunk k rebuilds a parser and replays chunks 0..k-1."""
     tok = tokenizer(req["tokenizer_dir"], req.get("loader", "auto"))
     request = _request(req)
-    parser_cls = _parser_cls(req)
+    parser_cls = _parser_cls(req, tok)
     prompt_ids = req["prompt_token_ids"]
     ids = req["ids"]
     per_chunk = []
