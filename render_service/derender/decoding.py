@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from parsers.detokenizer import DetokState, IncrementalDetokenizer
+from parsers.mistral_detokenizer import MistralSpmDetokenizer
 from render_service.derender.stops import (
     StopRules,
     StopScan,
@@ -42,9 +43,14 @@ class EosIds:
 class Decoders:
     """One `IncrementalDetokenizer` per skip_special_tokens value (they are immutable)."""
 
-    def __init__(self, tokenizer: Any, special_token_ids: Sequence[int]) -> None:
+    def __init__(self, tokenizer: Any, special_token_ids: Sequence[int], *, mistral_spm: Any = None) -> None:
+        """`mistral_spm`: mistral-common's SentencePiece tokenizer (--tokenizer-mode mistral)."""
         self._by_skip = {
-            skip: IncrementalDetokenizer(tokenizer, special_token_ids, skip_special_tokens=skip)
+            skip: (
+                MistralSpmDetokenizer(mistral_spm, skip_special_tokens=skip)
+                if mistral_spm is not None
+                else IncrementalDetokenizer(tokenizer, special_token_ids, skip_special_tokens=skip)
+            )
             for skip in (False, True)
         }
 

@@ -24,7 +24,8 @@ from typing import Any
 from .helpers import roundtrip
 
 Call = Callable[[dict[str, Any]], dict[str, Any]]
-_TOOL_ID = re.compile(r"^chatcmpl-tool-[0-9a-f]+$")
+# vLLM's ids, or the 9 alphanumerics Mistral tool calls carry (mistral tool parser).
+_TOOL_ID = re.compile(r"^(chatcmpl-tool-[0-9a-f]+|[A-Za-z0-9]{9})$")
 
 
 def ref_call(server, path: str) -> Call:  # noqa: ANN001
