@@ -10,6 +10,8 @@ from __future__ import annotations
 __all__ = ["REASONING_PARSER_MODULES", "REASONING_KEEPS_SPECIAL_TOKENS"]
 
 REASONING_PARSER_MODULES: dict[str, str] = {
+    "hf": "parsers.reasoning.hf:HfReasoningParser",
+    "beam": "parsers.reasoning.hf:BeamReasoningParser",
     "qwen3": "parsers.reasoning.qwen3:Qwen3ReasoningParser",
     "deepseek_r1": "parsers.reasoning.deepseek_r1:DeepSeekR1ReasoningParser",
     "deepseek_v3": "parsers.reasoning.deepseek_v3:DeepSeekV3ReasoningParser",

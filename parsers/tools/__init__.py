@@ -13,6 +13,8 @@ from dataclasses import dataclass
 __all__ = ["TOOL_PARSER_MODULES", "TOOL_PARSER_TRAITS", "ToolParserTraits", "tool_parser_traits"]
 
 TOOL_PARSER_MODULES: dict[str, str] = {
+    "hf": "parsers.tools.hf:HfToolParser",
+    "beam": "parsers.tools.hf:BeamToolParser",
     "hermes": "parsers.tools.hermes_parser:HermesToolParser",
     "qwen3_json": "parsers.tools.hermes_parser:HermesToolParser",
     "llama3_json": "parsers.tools.llama3_json:Llama3JsonToolParser",
@@ -109,6 +111,8 @@ _QWEN_XML = ToolParserTraits(supports_required_and_named=False, engine_based=Tru
                              structural_tag_model="qwen_3_coder")  # fmt: skip
 _GLM = ToolParserTraits(supports_required_and_named=False, engine_based=True,
                         structural_tag_model="glm_4_7", default_tool_strict_level="function")  # fmt: skip
+_RESPONSE_TEMPLATE = ToolParserTraits(supports_required_and_named=False, engine_based=True,
+                                      json_schema_choice=False)
 TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "hermes": _HERMES,
     "qwen3_json": _HERMES,
@@ -148,6 +152,10 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
                                json_schema_choice=False),
     "jamba": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
     "hy_v3": ToolParserTraits(),
+    # ResponseTemplateParser (hf) / BeamParser: adjust_request always keeps special tokens;
+    # no call found or tool_choice="none" leave the content as the template routes it.
+    "hf": _RESPONSE_TEMPLATE,
+    "beam": _RESPONSE_TEMPLATE,
     "functiongemma": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
     "kimi_k2": ToolParserTraits(supports_required_and_named=False, engine_based=True,
                                 structural_tag_model="kimi"),
