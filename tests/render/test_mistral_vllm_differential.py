@@ -298,13 +298,27 @@ def test_derender_equals_vllm_batch_and_streams_equal_batch(
         ids = body["generate_response"]["choices"][0]["token_ids"]
         finish = {0: body["generate_response"]["choices"][0]["finish_reason"]}
         every = {"chat_request": body["chat_request"], "prompt_token_ids": body["prompt_token_ids"]}
-        for kind in ("one", "whole"):
-            sizes = (lambda i, n: [1] * n) if kind == "one" else (lambda i, n: [n])
+        for kind, seed in (("one", 0), ("whole", 0), ("random", 1), ("random", 2)):
+            sizes = {"one": lambda i, n: [1] * n, "whole": lambda i, n: [n]}.get(kind) or _random_sizes(seed)
             folded = fold_chat(run_stream(derenderer.derender_chat, chunk_bodies({0: ids}, sizes, finish=finish), every, {}))[0]
             folded.pop("roles")
             if folded != view:
-                problems.append(f"{name} stream {kind}: {folded} != {view}")
+                problems.append(f"{name} stream {kind} {seed}: {folded} != {view}")
     assert not problems, "\n".join(problems)
+
+
+def _random_sizes(seed: int) -> Any:
+    import random
+
+    def sizes(index: int, n: int) -> list[int]:
+        rng, out, left = random.Random(seed * 1000 + n), [], n
+        while left:
+            take = min(left, rng.randint(1, 7))
+            out.append(take)
+            left -= take
+        return out
+
+    return sizes
 
 
 def test_cases_cover_the_outcomes(vllm_results: dict[str, Any]) -> None:
