@@ -42,12 +42,13 @@ from parsers.response_template import (
     Template,
     coerce_arguments,
     region_calls,
+    template_of,
     tool_properties,
 )
 
 
 def load_template(vocab: object, template: Mapping[str, Any] | None, *, need: str) -> Template:
-    spec = template if template is not None else getattr(vocab, "response_template", None)
+    spec = template if template is not None else template_of(vocab)
     if not isinstance(spec, Mapping):
         raise ParserConfigError("requires `response_template` metadata in the tokenizer configuration")
     loaded = Template.load(spec)
@@ -74,6 +75,7 @@ def _step(machine: Machine, state: RTState, text: str, *, final: bool) -> tuple[
 class ResponseTemplateReasoning(ReasoningParser):
     name = "hf"
     engine_based = True  # composes as one parser: content rules are the template's
+    takes_response_template = True  # the service passes the tokenizer's metadata
 
     def __init__(
         self,
@@ -126,6 +128,7 @@ class ResponseTemplateReasoning(ReasoningParser):
 
 class ResponseTemplateTools(ToolParser):
     name = "hf"
+    takes_response_template = True
 
     def __init__(
         self,

@@ -411,3 +411,12 @@ def coerce_arguments(arguments: dict[str, Any], properties: Mapping[str, Any]) -
         elif isinstance(value, list) and "array" not in types:
             out[key] = [_coerce(v, types) if isinstance(v, str) else v for v in value]
     return out
+
+
+def template_of(tokenizer: object) -> dict[str, Any] | None:
+    """The tokenizer's `response_template` metadata (vLLM's `resolve_response_template`)."""
+    template = getattr(tokenizer, "response_template", None)
+    if not isinstance(template, dict):
+        init_kwargs = getattr(tokenizer, "init_kwargs", None) or {}
+        template = init_kwargs.get("response_template") if isinstance(init_kwargs, dict) else None
+    return template if isinstance(template, dict) else None

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from parsers.response_template import template_of
 from parsers.tools import tool_parser_traits
 from render_service.config import ServiceConfig
 from render_service.derender.chat_batch import derender_chat_batch
@@ -231,7 +232,7 @@ def _build_context(
     # Without a configured secret, states are valid only on this process (one replica).
     key = secret.encode() if secret else os.urandom(32)
     codec = StreamStateCodec(secret=key, max_bytes=config.limits.max_stream_state_bytes)
-    parsers = ParserFactory(config, backend, list(hf.all_special_tokens))
+    parsers = ParserFactory(config, backend, list(hf.all_special_tokens), template_of(hf))
     return DerenderContext(
         served_model_names=tuple(bundle.served_model_names),
         max_model_len=bundle.max_model_len,

@@ -28,13 +28,21 @@ _CACHE_SIZE = 256
 
 
 class ParserFactory:
-    def __init__(self, config: ServiceConfig, tokenizer: Any, special_tokens: Sequence[str]):
+    def __init__(
+        self,
+        config: ServiceConfig,
+        tokenizer: Any,
+        special_tokens: Sequence[str],
+        response_template: dict[str, Any] | None = None,
+    ):
         self.reasoning_name = config.reasoning_parser
         self.tool_name = config.tool_call_parser
         self.enable_auto_tools = config.enable_auto_tool_choice
         self.max_tool_call_chars = config.limits.max_tool_call_chars
         self._tokenizer = tokenizer
         self._special_tokens = tuple(special_tokens)
+        # The checkpoint's response_template metadata, for the parsers that read it (hf, beam).
+        self._template = {"response_template": response_template} if response_template else {}
         self._cache: OrderedDict[bytes, ChatParser] = OrderedDict()
         self._lock = Lock()
 
@@ -76,10 +84,12 @@ class ParserFactory:
 
         reasoning = None
         if self.reasoning_name:
-            reasoning = get_reasoning_parser(self.reasoning_name)(
+            reasoning_cls = get_reasoning_parser(self.reasoning_name)
+            reasoning = reasoning_cls(
                 self._tokenizer,
                 settings.chat_template_kwargs,
                 special_tokens=self._special_tokens,
+                **self._template_for(reasoning_cls),
             )
         tool = None
         if self.tool_name:
@@ -89,6 +99,7 @@ class ParserFactory:
                 tools_for_parser(settings.tools),
                 max_call_chars=self.max_tool_call_chars,
                 **self._tool_options(tool_cls, settings),
+                **self._template_for(tool_cls),
             )
         options = ChatOptions(
             tool_choice=settings.tool_choice,
@@ -97,6 +108,9 @@ class ParserFactory:
             enable_auto_tools=self.enable_auto_tools,
         )
         return ChatParser(reasoning, tool, options)
+
+    def _template_for(self, cls: type) -> dict[str, Any]:
+        return self._template if getattr(cls, "takes_response_template", False) else {}
 
     def _tool_options(self, tool_cls: type, settings: ChatSettings) -> dict[str, Any]:
         """What vLLM 0.33 sets on its engine-based tool parsers besides the tools.

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from parsers.response_template import template_of
 from render_service.config import ServiceConfig
 from render_service.errors import BadRequestError, ConfigError, RenderServiceError
 from render_service.mm.cache import ProcessedImageCache
@@ -85,7 +86,9 @@ class Renderer:
         config = config.for_model(self._bundle.model_type)
         self._config = config
         special = tuple(getattr(self._bundle.hf_tokenizer, "all_special_tokens", ()))
-        parsers = ParserSupport(config, self._bundle.encoder, special)
+        parsers = ParserSupport(
+            config, self._bundle.encoder, special, template_of(self._bundle.hf_tokenizer)
+        )
         self._ctx = RenderContext(self._bundle, config, parsers, image_pipeline(config, self._bundle))
         # Anthropic conversion settings, probed on first use (vLLM probes them at startup).
         self._merge_inline_system: bool | None = None

@@ -58,7 +58,13 @@ ToolParserSpec = ToolParserTraits
 class ParserSupport:
     """The configured reasoning/tool parsers, resolved once per worker."""
 
-    def __init__(self, config: ServiceConfig, vocab: Any, special_tokens: Sequence[str] = ()):
+    def __init__(
+        self,
+        config: ServiceConfig,
+        vocab: Any,
+        special_tokens: Sequence[str] = (),
+        response_template: dict[str, Any] | None = None,
+    ):
         reasoning = config.reasoning_parser
         if reasoning is not None and reasoning.lower() == "none":
             reasoning = None
@@ -79,6 +85,8 @@ class ParserSupport:
         self._special_tokens = tuple(special_tokens)
         self.tool_strict_level = config.tool_strict_level  # None: the parser's default
         self._reasoning_cls: Any = None
+        # The checkpoint's response_template metadata (hf, beam read it).
+        self._template = response_template
 
     @property
     def has_parser(self) -> bool:
@@ -90,8 +98,13 @@ class ParserSupport:
             from parsers.registry import get_reasoning_parser
 
             self._reasoning_cls = get_reasoning_parser(self.reasoning_parser or "")
+        extra = (
+            {"response_template": self._template}
+            if self._template and getattr(self._reasoning_cls, "takes_response_template", False)
+            else {}
+        )
         parser = self._reasoning_cls(
-            self._vocab, chat_template_kwargs, special_tokens=self._special_tokens
+            self._vocab, chat_template_kwargs, special_tokens=self._special_tokens, **extra
         )
         return bool(parser.is_reasoning_end(prompt_ids))
 

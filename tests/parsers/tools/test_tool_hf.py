@@ -69,3 +69,21 @@ def test_batch_matches_vllm(run):
 
 def test_stream_equals_batch_on_every_split(run):
     assert_streams_match_batch(run)
+
+
+def test_template_from_tokenizer_config():
+    """The service reads the metadata off the transformers tokenizer, as vLLM does."""
+    from transformers import AutoTokenizer
+
+    from parsers import ParserConfigError
+    from parsers.response_template import template_of
+
+    from ..family_tokenizers import family_tokenizer
+
+    bundle = family_tokenizer("tool", "hf")
+    assert template_of(AutoTokenizer.from_pretrained(str(bundle.directory))) == GEMMA4_RESPONSE_TEMPLATE
+    with pytest.raises(ParserConfigError, match="response_template"):
+        get_tool_parser("hf")(bundle.tokenizer, [])
+    with pytest.raises(ParserConfigError, match="thinking"):
+        get_reasoning_parser("beam")(bundle.tokenizer, response_template={
+            **GEMMA4_RESPONSE_TEMPLATE, "fields": {"content": {}}})
