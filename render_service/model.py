@@ -131,6 +131,8 @@ class ModelBundle:
             else model_dir
         )
         hf_config = _read_json(model_dir / "config.json")
+        if not hf_config and config.tokenizer_mode == "mistral":
+            hf_config = _mistral_params_config(_read_json(model_dir / "params.json"))
         bundle = _build(
             config,
             model=config.model,
@@ -344,6 +346,15 @@ def _read_json(path: Path) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ConfigError(f"{path}: expected a JSON object")
     return value
+
+
+def _mistral_params_config(params: dict[str, Any]) -> dict[str, Any]:
+    """The context-length keys vLLM's adapt_config_dict gives a Mistral-format params.json
+    (max_seq_len falls back to max_position_embeddings, that to 128000)."""
+    if not params:
+        return {}
+    positions = params.get("max_position_embeddings", 128_000)
+    return {"max_seq_len": params.get("max_seq_len", positions), "max_position_embeddings": positions}
 
 
 def _derive_max_model_len(hf_config: dict[str, Any]) -> int | None:

@@ -201,13 +201,36 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+# Mistral-format folders (params.json, no config.json): max_model_len from max_seq_len, else
+# max_position_embeddings, else 128000, as vLLM's adapt_config_dict (vLLM needs
+# --config-format mistral to read them; ours reads params.json in mistral mode).
+PARAMS = {"dim": 64, "n_layers": 2, "head_dim": 16, "hidden_dim": 128, "n_heads": 4, "n_kv_heads": 2,
+          "norm_eps": 1e-5, "vocab_size": 32768, "rope_theta": 1e6}  # fmt: skip
+PARAMS_FOLDERS = {"params_seq": {**PARAMS, "max_seq_len": 8192},
+                  "params_pos": {**PARAMS, "max_position_embeddings": 16384}, "params_none": PARAMS}  # fmt: skip
+
+
 @pytest.fixture(scope="module")
-def vllm_results(model_dir: Path) -> dict[str, Any]:
+def params_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folders = {}
+    for name, params in PARAMS_FOLDERS.items():
+        folder = folders[name] = tmp_path_factory.mktemp(name)
+        shutil.copyfile(V3_MODEL, folder / "tokenizer.model.v3")
+        (folder / "params.json").write_text(json.dumps(params))
+    return folders
+
+
+@pytest.fixture(scope="module")
+def vllm_results(model_dir: Path, params_dirs: dict[str, Path]) -> dict[str, Any]:
     python = ref_venv() / "bin" / "python"
     runs = [{"model": launch, "tool_parser": None, "reasoning_parser": None, "strict_level": None,
              "launch_parsers": True, "cases": [[f"{launch}|{n}", b, p] for n, b, p in _cases()]}
             for launch in LAUNCHES]  # fmt: skip
-    payload = {"models": {launch: str(model_dir) for launch in LAUNCHES}, "flags": LAUNCHES, "runs": runs}
+    runs += [{"model": name, "tool_parser": None, "reasoning_parser": None, "strict_level": None,
+              "launch_parsers": True, "cases": [[name, {"prompt": "hi"}, "/tokenize"]]} for name in params_dirs]  # fmt: skip
+    flags = {**LAUNCHES, **{name: ["--tokenizer-mode", "mistral", "--config-format", "mistral"] for name in params_dirs}}
+    models = {**{launch: str(model_dir) for launch in LAUNCHES}, **{n: str(d) for n, d in params_dirs.items()}}
+    payload = {"models": models, "flags": flags, "runs": runs}
     env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "VLLM_LOGGING_LEVEL": "ERROR", "PYTHONPATH": ""}  # fmt: skip
     proc = subprocess.run([str(python), str(HELPER)], input=json.dumps(payload), capture_output=True,
@@ -319,6 +342,14 @@ def _random_sizes(seed: int) -> Any:
         return out
 
     return sizes
+
+
+def test_params_json_folder_max_model_len_equals_vllm(
+    vllm_results: dict[str, Any], params_dirs: dict[str, Path]
+) -> None:
+    for name, folder in params_dirs.items():
+        ours = Renderer(ServiceConfig(model=str(folder), tokenizer_mode="mistral")).tokenize({"prompt": "hi"})
+        assert [200, ours] == vllm_results[name], name
 
 
 def test_cases_cover_the_outcomes(vllm_results: dict[str, Any]) -> None:
