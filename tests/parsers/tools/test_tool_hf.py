@@ -54,7 +54,10 @@ def _ours(run: Any, tool: str | None, reasoning: str | None) -> ChatParser:
     return ChatParser(r, t, ChatOptions(tool_choice="auto", enable_auto_tools=True))
 
 
-@pytest.fixture(scope="module", params=[("hf", "hf"), ("beam", "beam")], ids=["hf", "beam"])
+# Both parsers; the tool parser alone (thinking is content, its markers dropped); the
+# reasoning parser alone (tool regions are content verbatim).
+@pytest.fixture(scope="module", params=[("hf", "hf"), ("beam", "beam"), ("hf", None), (None, "hf")],
+                ids=["hf", "beam", "hf_tool_only", "hf_reasoning_only"])
 def run(request, vllm_ref):
     tool, reasoning = request.param
     out = family_run(vllm_ref, tool=tool, reasoning=reasoning, extra=OWN)
