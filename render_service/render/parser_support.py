@@ -112,6 +112,8 @@ class ParserSupport:
         """Request-field changes of vLLM's DelegatingParser.adjust_request (may be empty)."""
         if not self.has_parser:
             return {}
+        if self._response_template_parser() is not None:
+            return self._response_template_adjust(request)
         if self.reasoning_parser is None and request.tool_choice == "none":
             return {}  # vLLM only adjusts with a reasoning parser or a tool choice
         changes: dict[str, Any] = {}
@@ -125,6 +127,36 @@ class ParserSupport:
             spec.keeps_special_tokens and request.tools and request.tool_choice != "none"
         ):
             changes["skip_special_tokens"] = False
+        return changes
+
+    def _response_template_parser(self) -> str | None:
+        """`hf` / `beam` when configured (vLLM's ResponseTemplateParser stands for both)."""
+        for name in (self.tool_parser, self.reasoning_parser):
+            if name in _RESPONSE_TEMPLATE_PARSERS:
+                return name
+        return None
+
+    def _response_template_adjust(self, request: Any) -> dict[str, Any]:
+        """ResponseTemplateParser.adjust_request (always_adjust_request): special tokens kept
+        and unspaced, then hf refuses the tool guarantees it cannot enforce; beam's template
+        grammar (a structural tag from the response_template) is not rendered yet."""
+        changes: dict[str, Any] = {"skip_special_tokens": False, "spaces_between_special_tokens": False}
+        tools_on = self.tool_parser is not None and bool(request.tools) and request.tool_choice != "none"
+        if self._response_template_parser() == "beam":
+            if request.tools or _requested_constraint(request) is not None:
+                raise NotImplementedFeatureError(
+                    "beam's response_template grammar (tools or structured outputs) is not rendered yet"
+                )
+            return changes
+        if tools_on:
+            unsupported = _unsupported_tool_guarantee(request)
+            if unsupported is not None:
+                guarantee, parameter = unsupported
+                raise vllm_validation_error(
+                    f"response_template parsing cannot guarantee {guarantee} "
+                    "without a format-compatible structural grammar",
+                    parameter=parameter,
+                )
         return changes
 
     def adjust_harmony_request(self, request: Any) -> dict[str, Any]:
@@ -187,6 +219,28 @@ def _harmony_user_format(user: dict[str, Any]) -> dict[str, Any] | None:
             raise NotImplementedFeatureError(
                 f"a {key} constraint on a Harmony model (an xgrammar structural tag) is not rendered yet"
             )
+    return None
+
+
+_RESPONSE_TEMPLATE_PARSERS = frozenset({"hf", "beam"})
+
+
+def _unsupported_tool_guarantee(request: Any) -> tuple[str, str] | None:
+    """vLLM's response_template `_unsupported_tool_guarantee`: the first one asked for."""
+    for tool in request.tools or ():
+        data = tool.model_dump(exclude_none=True) if hasattr(tool, "model_dump") else tool
+        function = data.get("function") if isinstance(data, dict) else None
+        if (isinstance(data, dict) and data.get("strict")) or (
+            isinstance(function, dict) and function.get("strict")
+        ):
+            return "strict tools", "tools"
+    choice = request.tool_choice
+    if choice == "required":
+        return "required tool choice", "tool_choice"
+    if choice is not None and not isinstance(choice, str):
+        return "named tool choice", "tool_choice"
+    if getattr(request, "parallel_tool_calls", True) is False:
+        return "parallel_tool_calls=False", "parallel_tool_calls"
     return None
 
 
