@@ -131,7 +131,7 @@ def _head(raw: bytes, deferred: frozenset[str]) -> dict[str, Any] | None:
     """The non-deferred values of an object body, or None when it takes the full path."""
     try:
         spans = _SPANS.decode(raw)  # checks the whole body's syntax; values stay bytes
-        return {k: orjson.loads(v) for k, v in spans.items() if k not in deferred}
+        return {k: orjson.loads(memoryview(v)) for k, v in spans.items() if k not in deferred}
     except (msgspec.DecodeError, msgspec.ValidationError, orjson.JSONDecodeError):
         return None  # not an object, NaN, a 65-bit integer...: decode it as vLLM would
 

@@ -125,3 +125,13 @@ def test_resent_values_are_still_syntax_checked(client, tok) -> None:  # noqa: A
 def test_resent_keys_are_the_vllm_fields() -> None:
     assert RESENT_KEYS[ChoiceKind.CHAT] == {"prompt_token_ids", "chat_request"}
     assert RESENT_KEYS[ChoiceKind.COMPLETION] == {"prompt_token_ids", "completion_request"}
+
+
+def test_lazy_reader_decodes_only_the_head() -> None:
+    from render_service.http.bodies import _head
+
+    raw = json.dumps({"stream": True, "stream_state": {"rs": "1.a.b"}, "prompt_token_ids": [1, 2],
+                      "chat_request": {"messages": []}, "generate_chunk": {"request_id": "r"}}).encode()  # fmt: skip
+    head = _head(raw, RESENT_KEYS[ChoiceKind.CHAT])
+    assert head == {"stream": True, "stream_state": {"rs": "1.a.b"}, "generate_chunk": {"request_id": "r"}}
+    assert _head(b'{"a": NaN}', frozenset()) is None and _head(b"[1]", frozenset()) is None
