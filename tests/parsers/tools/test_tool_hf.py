@@ -19,6 +19,7 @@ pytestmark = pytest.mark.vllm
 D = '<|"|>'
 W = "<|tool_call>call:get_weather{city:" + D + "Tokyo" + D + ",days:3}<tool_call|>"
 S = "<|tool_call>call:search{query:" + D + 'say "hi" 東京 😀' + D + ",n:2}<tool_call|>"
+ALARM = "<|tool_call>call:set_alarm{hour:7,label:" + D + "morning" + D + "}<tool_call|>"
 OWN: dict[str, str] = {
     "own:call_then_text": W + "Done, anything else?",
     "own:two_calls": W + S,
@@ -39,6 +40,17 @@ OWN: dict[str, str] = {
     "own:not_a_dict": "<|tool_call>call:get_weather[1,2]<tool_call|>",
     "own:nested_keys": "<|tool_call>call:search{filters:{lang:" + D + "ja" + D + "}}<tool_call|>",
     "own:ws_only": "  \n",
+    # vLLM's tests/parser/test_response_template.py strings
+    "vllm:content": "Hello<turn|>",
+    "vllm:reasoning": "<|channel>thought\nplan<channel|>The answer is 42.<turn|>",
+    "vllm:tool": "<|channel>thought\nplan<channel|>" + ALARM,
+    "vllm:content_then_tool": "Let me check." + ALARM,
+    "vllm:multiple_tools": "<|tool_call>call:get_weather{city:" + D + "Paris" + D + ",unit:" + D
+                           + "celsius" + D + "}<tool_call|>" + ALARM,
+    "vllm:nested_arguments": "<|tool_call>call:complex_function{nested:{inner:" + D + "value" + D
+                             + "},list:[" + D + "a" + D + "," + D + "b" + D + "]}<tool_call|>",
+    "vllm:nullable": "<|tool_call>call:configure{enabled:false,ratio:5.0,label:null,value:null}<tool_call|>",
+    "vllm:hyphen_name": "<|tool_call>call:get-weather{city:" + D + "Oslo" + D + "}<tool_call|>",
     "own:empty": "",
 }
 
