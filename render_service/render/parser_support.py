@@ -80,6 +80,7 @@ class ParserSupport:
             )
         self.reasoning_parser = reasoning
         self.tool_parser = tool if config.enable_auto_tool_choice else None
+        _check_response_template_pair(reasoning, self.tool_parser)
         self.tool_spec = tool_parser_traits(self.tool_parser) if self.tool_parser else None
         self._vocab = vocab
         self._special_tokens = tuple(special_tokens)
@@ -223,6 +224,14 @@ def _harmony_user_format(user: dict[str, Any]) -> dict[str, Any] | None:
 
 
 _RESPONSE_TEMPLATE_PARSERS = frozenset({"hf", "beam"})
+
+
+def _check_response_template_pair(reasoning: str | None, tool: str | None) -> None:
+    """vLLM's ParserManager: an hf / beam parser stands for one unified parser, so it pairs
+    only with its own name."""
+    kinds = {n if n in _RESPONSE_TEMPLATE_PARSERS else "" for n in (reasoning, tool) if n}
+    if kinds & _RESPONSE_TEMPLATE_PARSERS and len(kinds) > 1:
+        raise ConfigError(f"--reasoning-parser {reasoning} and --tool-call-parser {tool} cannot be combined")
 
 
 def _unsupported_tool_guarantee(request: Any) -> tuple[str, str] | None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from render_service.config import ServiceConfig
-from render_service.errors import BadRequestError, NotImplementedFeatureError
+from render_service.errors import BadRequestError, ConfigError, NotImplementedFeatureError
 from render_service.protocol import ChatCompletionRequest
 from render_service.render.parser_support import ParserSupport
 
@@ -53,3 +53,9 @@ def test_beam_grammar_not_rendered():
     assert _support("beam", "beam").adjust_request(_request())["skip_special_tokens"] is False
     with pytest.raises(NotImplementedFeatureError):
         _support("beam", "beam").adjust_request(_request(tools=[TOOL]))
+
+
+@pytest.mark.parametrize(("tool", "reasoning"), [("hermes", "hf"), ("hf", "qwen3"), ("beam", "hf")])
+def test_pairs_only_with_itself(tool, reasoning):
+    with pytest.raises(ConfigError, match="cannot be combined"):
+        _support(tool, reasoning)
