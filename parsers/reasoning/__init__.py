@@ -33,6 +33,7 @@ REASONING_PARSER_MODULES: dict[str, str] = {
     "step5": "parsers.reasoning.step5:Step5ReasoningParser",
     "gemma4": "parsers.reasoning.gemma4:Gemma4ReasoningParser",
     "hy_v3": "parsers.reasoning.hy_v3:HyV3ReasoningParser",
+    "hy_v4": "parsers.reasoning.hy_v4:HyV4ReasoningParser",
     "kimi_k2": "parsers.reasoning.kimi_k2:KimiK2ReasoningParser",
     "minimax_m3": "parsers.reasoning.minimax_m3:MinimaxM3ReasoningParser",
     "plamo3": "parsers.reasoning.plamo3:Plamo3ReasoningParser",

@@ -38,7 +38,6 @@ PENDING_TOOL_PARSERS = frozenset({
 PENDING_REASONING_PARSERS = frozenset({
     "cohere_command3",
     "cohere_command4",
-    "hy_v4",
     "kimi_k3",
     "muse",
     "muse_glimmer",
