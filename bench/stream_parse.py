@@ -47,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.family_outputs import ARG, CONTENT, LEAD, REASONING, FamilyOutput, grow_entry, pick_entry  # noqa: E402
 from parsers import ChatOptions, ChatParser, DetokState, IncrementalDetokenizer  # noqa: E402
+from parsers._errors import ParserError  # noqa: E402
 from parsers.registry import (  # noqa: E402
     get_reasoning_parser,
     get_tool_parser,
@@ -166,11 +167,19 @@ CASES = {
 def chat_for(bundle, names: tuple[str | None, str | None], tool_defs: list,
              chat_template_kwargs: dict | None = None) -> ChatParser:
     reasoning_name, tool_name = names
+    extra = _template_metadata(bundle) if {"hf", "beam"} & {reasoning_name, tool_name} else {}
     reasoning = (get_reasoning_parser(reasoning_name)(bundle.tokenizer, chat_template_kwargs or {},
-                                                      special_tokens=bundle.special_tokens)
+                                                      special_tokens=bundle.special_tokens, **extra)
                  if reasoning_name else None)
-    tools = get_tool_parser(tool_name)(bundle.tokenizer, tool_defs) if tool_name else None
+    tools = get_tool_parser(tool_name)(bundle.tokenizer, tool_defs, **extra) if tool_name else None
     return ChatParser(reasoning, tools, ChatOptions(tool_choice="auto", enable_auto_tools=True))
+
+
+def _template_metadata(bundle) -> dict:
+    """The response_template the hf/beam parsers read (derender passes it from the tokenizer
+    configuration, as vLLM's resolve_response_template does)."""
+    config = json.loads((bundle.directory / "tokenizer_config.json").read_text(encoding="utf-8"))
+    return {"response_template": config["response_template"]}
 
 
 def run_ours(ids: list[int], prompt: list[int], bundle, chat: ChatParser,
@@ -316,7 +325,7 @@ def main_families(only: list[str]) -> None:
                 continue
             try:
                 row = run_family(ref, kind, reasoning, tool, tokens)
-            except (AssertionError, VllmRefError, ValueError) as exc:  # a row, not the table
+            except (AssertionError, VllmRefError, ValueError, ParserError) as exc:  # a row, not the table
                 row = {"kind": kind, "tool": tool, "reasoning": reasoning, "error": str(exc)[:300]}
                 print(f"| {kind} | {tool or '-'} | {reasoning or '-'} | error: {row['error'][:120]} |")
             else:
