@@ -95,12 +95,16 @@ def test_a_bad_state_takes_the_full_path(client, tok) -> None:  # noqa: ANN001
     assert r.status_code == 400 and "invalid stream_state" in r.json()["error"]["message"]
 
 
-def test_state_from_another_request_does_not_skip_validation(client, tok) -> None:  # noqa: ANN001
-    prompt = _prompt(client)
+def _first_chunk(client, tok) -> tuple[dict, dict, list[int]]:  # noqa: ANN001
+    """A vLLM-style first chunk of "hi there" (prompt and request sent), its state, the ids."""
     ids = tok.encode("hi there", add_special_tokens=False)
     first = {"stream": True, "generate_chunk": _chunk(ids[:1], False), "stream_state": None,
-             "chat_request": CHAT, "prompt_token_ids": prompt}  # fmt: skip
-    state = client.post(CHAT_PATH, json=first).json()["stream_state"]
+             "chat_request": CHAT, "prompt_token_ids": _prompt(client)}  # fmt: skip
+    return first, client.post(CHAT_PATH, json=first).json()["stream_state"], ids
+
+
+def test_state_from_another_request_does_not_skip_validation(client, tok) -> None:  # noqa: ANN001
+    first, state, ids = _first_chunk(client, tok)
     other = {**_chunk(ids[1:], False), "request_id": REQUEST_ID + "-other"}
     r = client.post(CHAT_PATH, json={**first, "generate_chunk": other, "stream_state": state,
                                      "prompt_token_ids": [-1]})  # fmt: skip
@@ -108,11 +112,7 @@ def test_state_from_another_request_does_not_skip_validation(client, tok) -> Non
 
 
 def test_resent_values_are_still_syntax_checked(client, tok) -> None:  # noqa: ANN001
-    prompt = _prompt(client)
-    ids = tok.encode("hi there", add_special_tokens=False)
-    first = {"stream": True, "generate_chunk": _chunk(ids[:1], False), "stream_state": None,
-             "chat_request": CHAT, "prompt_token_ids": prompt}  # fmt: skip
-    state = client.post(CHAT_PATH, json=first).json()["stream_state"]
+    first, state, ids = _first_chunk(client, tok)
     good = json.dumps({**first, "generate_chunk": _chunk(ids[1:], False), "stream_state": state})
     broken = good.replace('"prompt_token_ids": [', '"prompt_token_ids": [,', 1)
     r = client.post(CHAT_PATH, content=broken, headers={"content-type": "application/json"})
