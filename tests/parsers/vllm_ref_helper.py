@@ -192,6 +192,7 @@ def op_replay_cpu(req):
 
 
 def op_tool_traits(req):
+    from vllm.parser.response_template import response_template_parser_cls
     from vllm.tool_parsers import ToolParserManager
 
     out = {}
@@ -200,7 +201,8 @@ def op_tool_traits(req):
         out[name] = [bool(cls.supports_required_and_named),
                      bool(getattr(cls, "engine_based_streaming", False)),
                      getattr(cls, "structural_tag_model", None),
-                     cls.default_tool_strict_level.name.lower()]
+                     cls.default_tool_strict_level.name.lower(),
+                     response_template_parser_cls(cls) is not None]
     return out
 
 

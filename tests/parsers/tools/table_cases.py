@@ -289,3 +289,10 @@ def _k2h_vocab():
     from ..family_tokenizers import family_tokenizer
 
     return family_tokenizer("tool", "k2_horizon").tokenizer
+
+_DOTS = '<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n</invoke>'
+CASES["dots"] = lambda: (qwen3().vocab, [
+    f"Hi <dots_function_call>\n{_DOTS}\n{_DOTS}\n</dots_function_call> t",
+    '<dots_function_call>{"name": "get_weather", "arguments": {"city": "x"}}</dots_function_call>',
+    "<dots_function_call><invoke name=\"f\"></dots_function_call><dots_function_call>open",
+])
