@@ -63,6 +63,7 @@ from parsers._events import (
 from parsers._newlines import NewlineState, feed_newlines, recover_newlines
 from parsers._state import JsonState
 from parsers._text import check_ws_runs, ws_runs_append, ws_runs_text
+from parsers.cohere import CohereMachine, CohereState
 from parsers.harmony import HarmonyMachine, HarmonyState
 from parsers.tools import ToolParserTraits, tool_parser_traits
 from parsers.tools._engine import EngineToolParser
@@ -172,7 +173,11 @@ class ChatParser:
     ) -> None:
         self.reasoning_parser = reasoning_parser
         self.options = options
-        self.harmony: HarmonyMachine | None = _harmony_machine(reasoning_parser, tool_parser)
+        self.harmony: HarmonyMachine | CohereMachine | None = _harmony_machine(reasoning_parser, tool_parser)
+        if isinstance(self.harmony, CohereMachine) and reasoning_parser is None and not (
+            options.enable_auto_tools
+        ):
+            self.harmony = None  # vLLM builds no parser from a tool name without auto tools
         # vLLM builds its parser without a tool parser when auto tool choice is off.
         self.tool_parser = tool_parser if options.enable_auto_tools else None
         self.tool_traits: ToolParserTraits = (
@@ -240,10 +245,11 @@ class ChatParser:
     ) -> ChatParseResult:
         if self.harmony is not None:
             result = self.harmony.parse(text, request_id)
+            keep_reasoning, keep_calls = self._machine_keeps()
             return self._assemble(
-                result.reasoning if self.reasoning_parser is not None else None,
+                result.reasoning if keep_reasoning else None,
                 result.content,
-                result.tool_calls if self.tool_parser is not None else (),
+                result.tool_calls if keep_calls else (),
             )
         if self.reasoning_parser is not None:
             split = self.reasoning_parser.parse(text, prompt_token_ids)
@@ -376,13 +382,12 @@ class ChatParser:
     ) -> tuple[ChatState, list[Event]]:
         machine = self.harmony
         assert machine is not None
-        h_state = HarmonyState.from_json(state.tool)
+        h_state: Any = _machine_state_type(machine).from_json(state.tool)
         if final:
             h_state, events = machine.finish(h_state, request_id)
         else:
             h_state, events = machine.feed(h_state, text, request_id)
-        keep_reasoning = self.reasoning_parser is not None and self.options.include_reasoning
-        keep_calls = self.tool_parser is not None
+        keep_reasoning, keep_calls = self._machine_keeps()
         out = [
             e
             for e in events
@@ -390,6 +395,16 @@ class ChatParser:
             and (keep_calls or not isinstance(e, ToolCallStart | ToolArgsDelta))
         ]
         return state.replace(tool=h_state.to_json()), self._filter(out)
+    def _machine_keeps(self) -> tuple[bool, bool]:
+        """(reasoning, calls) kept from the one machine. Cohere's parser always splits the
+        reasoning and drops calls with tool_choice="none"; Harmony needs each parser."""
+        if isinstance(self.harmony, CohereMachine):
+            calls = self.tool_parser is not None and self.options.tool_choice != "none"
+            return self.options.include_reasoning, calls
+        return self.reasoning_parser is not None and self.options.include_reasoning, (
+            self.tool_parser is not None
+        )
+
     def _recover_newlines(
         self, state: ChatState, events: list[Event], *, final: bool
     ) -> tuple[ChatState, list[Event]]:
@@ -534,13 +549,16 @@ class ChatParser:
 
 def _harmony_machine(
     reasoning_parser: ReasoningParser | None, tool_parser: ToolParser | None
-) -> HarmonyMachine | None:
-    """The Harmony machine when the parsers are gpt-oss's (vLLM accepts no other pairing)."""
+) -> HarmonyMachine | CohereMachine | None:
+    """The one machine replacing the pipeline: gpt-oss's Harmony parser, or Cohere's
+    (`CohereCommandParser`, whose preset is the reasoning parser's when both are set)."""
     machines = [
         getattr(p, "machine", None) if getattr(p, "harmony", False) else None
         for p in (tool_parser, reasoning_parser)
         if p is not None
     ]
+    if isinstance(getattr(reasoning_parser, "machine", None), CohereMachine):
+        machines.reverse()
     if not machines or all(m is None for m in machines):
         return None
     if any(m is None for m in machines):
@@ -548,8 +566,12 @@ def _harmony_machine(
             "Harmony requires the openai_gptoss reasoning parser and the openai tool parser"
         )
     machine = machines[0]
-    assert isinstance(machine, HarmonyMachine)
+    assert isinstance(machine, HarmonyMachine | CohereMachine)
     return machine
+
+
+def _machine_state_type(machine: HarmonyMachine | CohereMachine) -> type[HarmonyState | CohereState]:
+    return machine.state_type() if isinstance(machine, CohereMachine) else HarmonyState
 
 
 def _required_calls(content: str, request_id: str) -> tuple[ToolCall, ...]:

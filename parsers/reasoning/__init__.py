@@ -46,6 +46,8 @@ REASONING_PARSER_MODULES: dict[str, str] = {
     "k2_horizon": "parsers.reasoning.k2_horizon:K2HorizonReasoningParser",
     "mimo": "parsers.reasoning.qwen3:MimoReasoningParser",
     "inkling": "parsers.reasoning.inkling:InklingReasoningParser",
+    "cohere_command3": "parsers.reasoning.cohere_command:CohereCommand3ReasoningParser",
+    "cohere_command4": "parsers.reasoning.cohere_command:CohereCommand4ReasoningParser",
 }
 
 # Reasoning families whose vLLM class sets skip_special_tokens=False in `adjust_request`

@@ -63,6 +63,8 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "inkling": "parsers.tools.inkling:InklingToolParser",
     "apertus": "parsers.tools.apertus:ApertusToolParser",
     "dots": "parsers.tools.dots:DotsToolParser",
+    "cohere_command3": "parsers.tools.cohere_command:CohereCommand3ToolParser",
+    "cohere_command4": "parsers.tools.cohere_command:CohereCommand4ToolParser",
 }
 
 

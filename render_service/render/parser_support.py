@@ -117,6 +117,8 @@ class ParserSupport:
             return self._response_template_adjust(request)
         if self.reasoning_parser is None and request.tool_choice == "none":
             return {}  # vLLM only adjusts with a reasoning parser or a tool choice
+        if _COHERE_PARSERS & {self.reasoning_parser, self.tool_parser}:
+            return _cohere_adjust(request, self.tool_parser is not None)
         changes: dict[str, Any] = {}
         if self.reasoning_parser in REASONING_KEEPS_SPECIAL_TOKENS:
             changes["skip_special_tokens"] = False
@@ -224,6 +226,26 @@ def _harmony_user_format(user: dict[str, Any]) -> dict[str, Any] | None:
 
 
 _RESPONSE_TEMPLATE_PARSERS = frozenset({"hf", "beam"})
+_COHERE_PARSERS = frozenset({"cohere_command3", "cohere_command4"})
+
+
+def _cohere_adjust(request: Any, tool_parser: bool) -> dict[str, Any]:
+    """vLLM's `CohereCommandParser.adjust_request`: special tokens kept (the filter reads the
+    markers); tools or a JSON schema become a Cohere xgrammar structural tag whose tool
+    grammar is xgrammar's own EBNF of each tool's schema, which render cannot build yet."""
+    user = request.structured_outputs or {}
+    rf = request.response_format
+    rf_type = rf.get("type") if isinstance(rf, dict) else getattr(rf, "type", None)
+    if user.get("structural_tag") is not None or rf_type == "structural_tag":
+        return {"skip_special_tokens": False}
+    wants_schema = rf_type in ("json_schema", "json_object") or bool(
+        user.get("json") is not None or user.get("json_object")
+    )
+    if bool(request.tools) or wants_schema:
+        raise NotImplementedFeatureError(
+            "the Cohere Command structural tag (tools or a JSON schema) is not rendered yet"
+        )
+    return {"skip_special_tokens": False}
 
 
 def _check_response_template_pair(reasoning: str | None, tool: str | None) -> None:

@@ -26,8 +26,6 @@ PARSERS_DIR = Path(__file__).resolve().parents[2] / "parsers"
 # vLLM 0.33 names not implemented yet, one per line: a family that lands removes its names.
 # The registry must equal vLLM's pinned registry minus exactly these.
 PENDING_TOOL_PARSERS = frozenset({
-    "cohere_command3",
-    "cohere_command4",
     "hy_v4",
     "kimi_k3",
     "minicpm5",
@@ -36,8 +34,6 @@ PENDING_TOOL_PARSERS = frozenset({
     "musespark1x",
 })
 PENDING_REASONING_PARSERS = frozenset({
-    "cohere_command3",
-    "cohere_command4",
     "kimi_k3",
     "muse",
     "muse_glimmer",
