@@ -601,6 +601,8 @@ def reasoning_token_counter(parser: ReasoningParser,
         prefilled = parser.chat_template_kwargs.get("thinking_mode") == "enabled"  # prefilled
         return _DepthCounter(parser.vocab.token_to_id("<mm:think>"),
                              parser.vocab.token_to_id("</mm:think>"), depth=int(prefilled))
+    if name in ("cohere_command3", "cohere_command4"):  # CohereCommandParser's depth count
+        return _DepthCounter(parser.start_id, parser.end_id)  # type: ignore[attr-defined]
     if name == "k2_horizon":  # a DeepSeekR1ReasoningParser over the effort's think markers
         return _DepthCounter(parser.start_token_id, parser.end_token_id)  # type: ignore[attr-defined]
     family = _FAMILIES.get(name)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import pytest
 
+from parsers.reasoning_tokens import reasoning_token_counter
 from parsers.registry import get_reasoning_parser
 
 from .family_run import assert_batches_match, assert_stream_invariant, family_run
-from .family_tokenizers import family_tokenizer
+from .family_tokenizers import FAMILIES, family_key, family_tokenizer
 
 pytestmark = pytest.mark.vllm
 
@@ -46,3 +47,25 @@ def test_is_reasoning_end(name: str) -> None:
     assert parser.is_reasoning_end([bot, end]) is False  # the chatbot turn comes first
     assert parser.is_reasoning_end([2, end]) is True
     assert parser.is_reasoning_end([]) is False
+
+
+@pytest.mark.parametrize("name", ["cohere_command3", "cohere_command4"])
+def test_reasoning_tokens_equal_vllm(vllm_ref, name: str) -> None:
+    """CohereCommandParser.count_reasoning_tokens: ids inside START/END_THINKING pairs (cmd4
+    counts none before an explicit START_THINKING, though the filter starts in reasoning)."""
+    bundle = family_tokenizer("reasoning", name)
+    texts = ["<|START_THINKING|>a b c<|END_THINKING|><|START_RESPONSE|>d<|END_RESPONSE|>",
+             "plain reasoning<|END_THINKING|><|START_TEXT|>x<|END_TEXT|>",
+             "<|END_THINKING|>x<|START_THINKING|>a<|START_THINKING|>b<|END_THINKING|>c"]
+    eos = bundle.tokenizer.token_to_id("<|END_OF_TURN_TOKEN|>") or 0
+    loader = FAMILIES[family_key("reasoning", name)].loader
+    cases = [{"tokenizer_dir": str(bundle.directory), "loader": loader,
+              "reasoning_parser": name, "tool_parser": None, "kwargs": {},
+              "ids": bundle.encode(t), "prompt_ids": [], "skip_special_tokens": False,
+              "stop": [], "eos_ids": [eos], "chunks": None} for t in texts]
+    theirs = vllm_ref.call("reasoning_tokens", cases=cases)
+    parser = get_reasoning_parser(name)(bundle.tokenizer, None, special_tokens=bundle.special_tokens)
+    counter = reasoning_token_counter(parser)
+    for case, res in zip(cases, theirs, strict=True):
+        assert counter.count(case["ids"]) == res["batch"], case
+    assert theirs[0]["batch"] > 0 and theirs[1]["batch"] == 0 and theirs[2]["batch"] > 0
