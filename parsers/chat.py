@@ -282,7 +282,7 @@ class ChatParser:
             return result.tool_calls, (None if parsed and not parsed.strip() else parsed)
         if self.forced_fallback and (content is None or not content.strip()):
             return (), None
-        if self._engine_based():
+        if self._engine_based() or getattr(tool, "content_without_calls_is_parsed", False):
             return (), result.content or None
         return (), content
 

@@ -65,6 +65,9 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "dots": "parsers.tools.dots:DotsToolParser",
     "cohere_command3": "parsers.tools.cohere_command:CohereCommand3ToolParser",
     "cohere_command4": "parsers.tools.cohere_command:CohereCommand4ToolParser",
+    "muse": "parsers.tools.muse:MuseToolParser",
+    "musespark1x": "parsers.tools.muse:MuseToolParser",
+    "muse_glimmer": "parsers.tools.muse:MuseGlimmerToolParser",
 }
 
 
@@ -89,6 +92,8 @@ class ToolParserTraits:
     level when `--tool-strict-level` is not given.
     engine_keeps_special_tokens: False where an engine family's `adjust_request` does not set
     skip_special_tokens=False (MiniMax-M3).
+    always_keeps_special_tokens: `adjust_request` sets skip_special_tokens=False on every
+    request (Muse).
     """
 
     supports_required_and_named: bool = True
@@ -99,6 +104,7 @@ class ToolParserTraits:
     json_schema_choice: bool = True
     default_tool_strict_level: str = "auto"
     engine_keeps_special_tokens: bool = True
+    always_keeps_special_tokens: bool = False
 
 
 _NATIVE_FORMAT = ToolParserTraits(supports_required_and_named=False)
@@ -115,6 +121,8 @@ _GLM = ToolParserTraits(supports_required_and_named=False, engine_based=True,
                         structural_tag_model="glm_4_7", default_tool_strict_level="function")  # fmt: skip
 _RESPONSE_TEMPLATE = ToolParserTraits(supports_required_and_named=False, engine_based=True,
                                       json_schema_choice=False)
+_MUSE = ToolParserTraits(supports_required_and_named=False, json_schema_choice=False,
+                         always_keeps_special_tokens=True)
 TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "hermes": _HERMES,
     "qwen3_json": _HERMES,
@@ -192,6 +200,10 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "inkling": ToolParserTraits(supports_required_and_named=False, engine_based=True),
     "apertus": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
     "dots": _NATIVE_FORMAT,
+    # adjust_request: special tokens kept on every request; no JSON schema for required/named.
+    "muse": _MUSE,
+    "musespark1x": _MUSE,
+    "muse_glimmer": _MUSE,
 }
 
 

@@ -126,7 +126,7 @@ class ParserSupport:
         if spec is None:
             return changes
         changes.update(self._tool_constraints(request, spec))
-        if (spec.engine_based and spec.engine_keeps_special_tokens) or (
+        if (spec.engine_based and spec.engine_keeps_special_tokens) or spec.always_keeps_special_tokens or (
             spec.keeps_special_tokens and request.tools and request.tool_choice != "none"
         ):
             changes["skip_special_tokens"] = False

@@ -29,9 +29,6 @@ PENDING_TOOL_PARSERS = frozenset({
     "hy_v4",
     "kimi_k3",
     "minicpm5",
-    "muse",
-    "muse_glimmer",
-    "musespark1x",
 })
 PENDING_REASONING_PARSERS = frozenset({
     "kimi_k3",

@@ -1,0 +1,144 @@
+"""Muse Spark / Glimmer ATEM tools (vLLM's MuseToolParser `muse` / `musespark1x`,
+MuseGlimmerToolParser `muse_glimmer`): batch == vLLM 0.33's tool parser on the Muse corpus,
+hostile variants, vLLM's own test strings and our cases (one oracle call per class); the
+composed batch (tool parser alone) == vLLM's DelegatingParser but for its raw content without
+calls; streaming == batch on every split, the state restored at every boundary and small."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from parsers.chat import ChatOptions, ChatParser
+from parsers.registry import get_tool_parser
+from parsers.tools.muse import MuseGlimmerToolParser, MuseToolParser
+
+from ..family_tokenizers import family_tokenizer
+from .engine_family_support import (
+    assert_stream_equals_batch,
+    batch_mismatches,
+    family_cases_for,
+    run_oracle,
+)
+from .tool_parser_support import assert_split_invariant
+
+TOOLS: list[dict[str, Any]] = [
+    {"type": "function", "function": {"name": "read", "parameters": {
+        "type": "object", "properties": {"path": {"type": "string"}, "n": {"type": "integer"}}}}},
+    {"type": "function", "function": {"name": "math.add", "parameters": {
+        "type": "object", "properties": {"a": {"type": "number"}, "note": {"type": "string"}}}}},
+]  # fmt: skip
+
+S = "<|start|>assistant "
+
+
+def invoke(name: str, **params: str) -> str:
+    body = "".join(f'<atem:parameter name="{k}">{v}</atem:parameter>\n' for k, v in params.items())
+    return f'<atem:function_calls>\n<atem:invoke name="{name}">\n{body}</atem:invoke>\n</atem:function_calls>'
+
+
+def msg(rcpt: str | None, body: str, end: str = "<|eom|>") -> str:
+    head = f"to={rcpt}" if rcpt is not None else ""
+    return f"{S}{head}<|message|>{body}{end}"
+
+
+R = " to=self<|message|>thinking<|eom|>"
+OWN: dict[str, str] = {
+    # vLLM's tests/parser/engine/test_muse_glimmer.py strings
+    "vllm:bare_header": " <|message|>public text<|eot|>",
+    "vllm:prose_to": " to=self<|message|>set flag to=5 and send it to=alice<|eom|>" + msg("user", "done", "<|eot|>"),
+    "vllm:bare_tool_header_without_eom": " to=self<|message|>calling now to=weather.get<|message|>"
+                                         + invoke("weather.get", city="Paris"),
+    "vllm:multiple_reasoning": " to=self<|message|>A<|eom|>" + msg("self", "B") + msg("user", "C", "<|eot|>"),
+    # ours
+    "own:doubled_name": R + msg("read.read", invoke("read.read", path="/etc/h", n="3")),
+    "own:unregistered_leaf": R + msg("weather.read", invoke("weather.read", path="x")),
+    "own:string_param_kept_raw": R + msg("read", invoke("read", path="123", n="007")),
+    "own:json_values": R + msg("math.add", invoke("math.add", a="1e3", note="[1, 2]", extra='{"k": [true, null]}',
+                                               s='"quoted"', bad="{nope", nan="NaN")),
+    "own:commentary_and_developer": msg("commentary", "update ") + msg("developer", "hidden") + msg("user", "fin", "<|eot|>"),
+    "own:invoke_in_user_answer": msg("user", "see " + invoke("read", path="x"), "<|eot|>"),
+    "own:invoke_in_reasoning": " to=self<|message|>maybe " + invoke("read", path="x") + "<|eom|>" + msg("user", "no", "<|eot|>"),
+    "own:unframed_invoke": "plain " + invoke("read", path="x"),
+    "own:unframed_text": "Just text, no framing <atem:nothing> here.",
+    "own:two_tool_messages": R + msg("read", invoke("read", path="a")) + msg("math.add", invoke("math.add", a="2"))
+                             + msg("user", "both done", "<|eot|>"),
+    "own:invoke_across_messages": ' to=a.b<|message|><atem:invoke name="a.b"><|eom|>' + msg("c", "</atem:invoke>"),
+    "own:unclosed_invoke": R + msg("read", '<atem:function_calls>\n<atem:invoke name="read">\n<atem:parameter name="path">/x', ""),
+    "own:unclosed_param": R + msg("read", '<atem:invoke name="read"><atem:parameter name="path">a'
+                                          '<atem:parameter name="n">2</atem:parameter></atem:invoke>'),
+    "own:repeated_param": R + msg("read", invoke("read", path="a", n="1").replace("</atem:invoke>", '<atem:parameter name="path">b</atem:parameter></atem:invoke>')),
+    "own:no_name": R + msg("read", "<atem:invoke><atem:parameter name=\"p\">1</atem:parameter></atem:invoke>"),
+    "own:invokes_word": R + msg("read", '<atem:invokes name="read"></atem:invoke>' + invoke("read", path="q")),
+    "own:header_ws_and_goto": " to=user<|message|>a   to=x<|message|>b" + msg("user", "goto=read<|message|>y"),
+    "own:start_cuts_body": " to=user<|message|>a <|start|>junk<|eom|>to=user<|message|>c<|eot|>",
+    "own:partial_markers_in_body": " to=user<|message|>a <| b <|eo c to=x d\n  e<|eot|>",
+    "own:text_before_first_header": "junk before " + msg("user", "answer", "<|eot|>"),
+    "own:cjk_emoji": R + msg("read", invoke("read", path="東京 😀 \"q\" \\ \n")) + msg("user", "北京 ☂️", "<|eot|>"),
+    "own:open_user_body": " to=user<|message|>the answer is still stream",
+    "own:empty_bodies": " to=user<|message|><|eot|>",
+    "own:glimmer_recipients": " <|message|>bare" + msg("commentary", invoke("read", path="c")) + msg("developer", "d"),
+}
+
+
+# Composed batch only (the tool parser alone equals vLLM's on every case).
+DIVERGENCES = {"muse:hostile:empty": "an empty output has no content (None); vLLM returns ''"}
+
+
+@pytest.fixture(scope="module")
+def bundle():  # noqa: ANN201
+    return family_tokenizer("tool", "muse")
+
+
+def test_names_map_to_vllms_classes() -> None:
+    assert get_tool_parser("muse") is get_tool_parser("musespark1x") is MuseToolParser
+    assert get_tool_parser("muse_glimmer") is MuseGlimmerToolParser
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("name", ["muse", "muse_glimmer"])
+def test_muse_matches_vllm(vllm_ref, bundle, name: str) -> None:  # noqa: ANN001
+    cases = family_cases_for(["muse"], OWN)
+    _, results = run_oracle(vllm_ref, name, cases, TOOLS, bundle=bundle)
+    parser = get_tool_parser(name)(None, TOOLS)
+    bad = batch_mismatches(parser, cases, results, cut_divergence=lambda ours, theirs: False)
+    assert not bad, json.dumps(bad, ensure_ascii=False)[:8000]
+    # The composed batch (no reasoning parser): equal, except that without a call vLLM's
+    # DelegatingParser returns the raw output (framing included) where ours returns the
+    # tool parser's content (what vLLM's stream sends).
+    chat = ChatParser(None, parser, ChatOptions(tool_choice="auto", enable_auto_tools=True))
+    composed_bad = {}
+    for case, res in results.items():
+        got, batch = chat.parse(cases[case]["text"], "req-1"), res["batch"]
+        ours = (got.content, [(c.name, c.arguments) for c in got.tool_calls])
+        theirs = (batch["content"], [(c["name"], c["arguments"]) for c in batch["tool_calls"]])
+        raw_without_calls = (not theirs[1] and not ours[1] and theirs[0] == (cases[case]["text"] or None)
+                             and ours[0] == res["tool"]["content"])  # fmt: skip
+        if case in DIVERGENCES:
+            if ours == theirs:
+                composed_bad[case] = "named divergence does not diverge"
+        elif ours != theirs and not raw_without_calls:
+            composed_bad[case] = {"ours": ours, "vllm": theirs}
+    assert not composed_bad, json.dumps(composed_bad, ensure_ascii=False)[:8000]
+
+
+@pytest.mark.parametrize("cls", [MuseToolParser, MuseGlimmerToolParser])
+def test_muse_stream_equals_batch(bundle, cls) -> None:  # noqa: ANN001
+    parser = cls(None, TOOLS)
+    texts = [c["text"] for c in family_cases_for(["muse"], OWN, max_cuts=8).values()]
+    assert_stream_equals_batch(parser, bundle, [t for t in texts if "\ufffd" not in t])
+    for text in (t for t in texts if "\ufffd" in t):  # no tokenizer round trip: per character
+        assert_split_invariant(parser, text, [(ch, []) for ch in text])
+
+
+def test_muse_state_stays_small_on_long_bodies() -> None:
+    parser = MuseToolParser(None, TOOLS)
+    text = R + msg("self", "r" * 5000) + msg("user", "c" * 5000 + "  \t", "<|eot|>") + "to=x"
+    state, biggest = parser.initial_state(), 0
+    for i in range(0, len(text), 7):
+        state, _ = parser.feed(state, text[i : i + 7], "r")
+        biggest = max(biggest, len(json.dumps(state.to_json())))
+    assert biggest < 600, biggest
+    assert parser.parse(text, "r").content == "c" * 5000 + "  \t"
