@@ -69,6 +69,7 @@ _WS = frozenset(
 )
 _ID_KEY = re.compile(r'"tool_call_id":\s*"')
 _NAME_KEY = re.compile(r'"tool_name":\s*"')
+_ID_KEY_TEXT, _NAME_KEY_TEXT = '"tool_call_id":', '"tool_name":'
 _PARAMS_OBJECT = re.compile(r'"parameters":\s*\{\s*"')
 _PARAMS_KEY = re.compile(r'"parameters":\s*')
 _INDENT_REMOVED = 8  # leading blanks dropped per line of the raw arguments
@@ -177,9 +178,19 @@ class CohereMachine:
         run = _Run(_fields(state), request_id)
         run.f["buf"] += text
         self._write(run)
-        if run.f["mode"] == IGNORE and len(run.f["buf"]) > self._tail:
-            # Ignored text is never read again; only a marker prefix at its end matters.
-            run.f["buf"] = run.f["buf"][-self._tail :]
+        buf = run.f["buf"]
+        if len(buf) > self._tail:
+            if run.f["mode"] == IGNORE:
+                # Ignored text is never read again; only a marker prefix at its end matters.
+                run.f["buf"] = buf[-self._tail :]
+            elif run.f["mode"] == ACTION and run.f["act"] in (_BEFORE, _ID_END):
+                # Only where the next key can still begin matters (and a marker prefix).
+                # (A held match, behind a trailing backslash, stays whole.)
+                key, pattern = (
+                    (_ID_KEY_TEXT, _ID_KEY) if run.f["act"] == _BEFORE else (_NAME_KEY_TEXT, _NAME_KEY)
+                )
+                if pattern.search(buf) is None:
+                    run.f["buf"] = buf[min(_key_start(buf, key), len(buf) - self._tail) :]
         return CohereState(**run.f), run.events
 
     def finish(self, state: CohereState, request_id: str) -> tuple[CohereState, list[Event]]:
@@ -400,6 +411,18 @@ class CohereMachine:
         f["ind"], f["seen"] = ind, seen
         if out:
             run.events.append(ToolArgsDelta(f["idx"], "".join(out)))
+
+
+def _key_start(buf: str, key: str) -> int:
+    """The first index from which `buf` can still grow into `key` + blanks + `"` (the
+    pattern searched for; `buf` holds no match yet), or len(buf)."""
+    i = buf.find('"')
+    while i != -1:
+        rest = buf[i:]
+        if key.startswith(rest) or (rest.startswith(key) and not rest[len(key) :].strip()):
+            return i
+        i = buf.find('"', i + 1)
+    return len(buf)
 
 
 def _element(s: str, start: str) -> tuple[int, int]:

@@ -12,6 +12,7 @@ import pytest
 
 from parsers.chat import ChatOptions
 
+from ..chunking import ChunkingStats, collapse_events, run_split
 from ..family_run import REQUEST_ID, assert_batches_match, assert_stream_invariant, family_run, ours
 
 pytestmark = pytest.mark.vllm
@@ -39,6 +40,9 @@ CASES: dict[str, str] = {
     "only_action": "<|START_ACTION|>",
     "long_args": "<|START_ACTION|>[" + CALL % ("0", "search", '{"query": "' + "q" * 4000 + '"}')
     + "]<|END_ACTION|>",
+    "action_garbage": "<|START_ACTION|>" + "not a call, " * 400 + '"tool_call_id"  :' * 3
+    + '[{"tool_call_id":  "3", "tool_name": "f", "parameters": {"a": 1}}]<|END_ACTION|>',
+    "long_ignored": "<|START_RESPONSE|>ok<|END_RESPONSE|>" + "after " * 1000,
     "long_reasoning": "<|START_THINKING|>" + "r " * 3000 + "<|END_THINKING|><|START_RESPONSE|>ok<|END_RESPONSE|>",
 }
 
@@ -81,6 +85,23 @@ def test_streams_equal_batch(run) -> None:
             continue
         size = assert_stream_invariant(run, name, n_random=3)
         assert size < 1024, (name, size)
+
+
+def test_token_stream_matches_vllm_stream(run) -> None:
+    """Fed vLLM's token chunks, our stream adds up to vLLM's streamed message, ids included
+    (melody reads the same chunks, so even its stream-only readings agree)."""
+    parser = run.parser()
+    for name in run.names:
+        theirs = run.results[name]["stream"]
+        pieces = [t for t, _ in run.cases[name]["chunks"]] or [""]
+        events = run_split(lambda s, d: parser.feed(s, d, REQUEST_ID),
+                           lambda s: parser.finish(s, REQUEST_ID), parser.initial_state(),
+                           parser.state_type(), pieces, tuple(range(1, len(pieces))),
+                           ChunkingStats())
+        got = collapse_events(events)
+        assert (got.reasoning, got.content, [(c.id, c.name, c.arguments) for c in got.tool_calls]) == (
+            theirs["reasoning"] or "", theirs["content"] or "",
+            [(c.get("id"), c["name"], c["arguments"]) for c in theirs["tool_calls"]]), name
 
 
 def test_tool_choice_none_and_no_reasoning(run) -> None:
