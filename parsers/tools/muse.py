@@ -26,9 +26,15 @@ or with no header at all the whole output. Each `<atem:invoke ...>` up to the fi
 `name="..."` of an invoke tag, `X.X` read as `X` when `X` is a request tool; its arguments every
 `<atem:parameter name="K">V</atem:parameter>`: V raw when the tool's schema types K `string`
 (Spark only), else `json.loads(V)` or the raw string, `json.dumps`ed as one object.
-Streaming: content streams (only a possible header or marker tail is held); a call is held
-from `<atem:invoke` to its `</atem:invoke>` and then sent whole (bounded by the tool-call
-limit), which makes the stream equal vLLM's batch on every output.
+Streaming: content streams (only a possible header or marker tail is held); a call starts at
+its invoke tag's `name="..."`, a string value streams as JSON-escaped fragments (a possible
+closing tag held), any other value is held to its `</atem:parameter>` (`json.loads` needs all
+of it); an invoke tag without a name is held to its `</atem:invoke>`.
+
+Divergences from vLLM's batch (stream == our batch instead; tests `test_tool_muse.py`), each
+because the call had streamed: an invoke never closed (the output cut) is kept with what it
+had, where vLLM drops it; a string value its invoke's end cuts is kept; a repeated parameter
+is written twice (`json.loads` gives vLLM's object).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from parsers._base import MAX_HELD_CHARS, ToolParser, ToolParseResult, make_tool
 from parsers._errors import LimitExceededError, StateError
 from parsers._events import ContentDelta, Event, ToolArgsDelta, ToolCallStart
 from parsers._state import JsonState
+from parsers.tools._args import json_string_body
 from parsers.tools._base import MAX_TOOL_CALL_CHARS, assemble, json_dumps
 
 __all__ = ["MuseToolParser", "MuseGlimmerToolParser", "MuseToolState"]
@@ -57,6 +64,9 @@ _HEADER_TAIL = regex.compile(r"[^\S\n]*(?:to=[A-Za-z0-9_.\-]+)?\Z")
 _OPEN_TAIL = regex.compile(r"[^\S\n]*(?:to=[A-Za-z0-9_.\-]*|to|t)?(?:<(?:\|[a-z]*\|?)?)?\Z")
 _INVOKE_OPEN = "<atem:invoke"
 _INVOKE_CLOSE = "</atem:invoke>"
+_PARAM_OPEN = "<atem:parameter"
+_PARAM_CLOSE = "</atem:parameter>"
+_PARAM_HEAD = regex.compile(r'<atem:parameter\b[^>]*?\bname="(?P<key>[^"]+)"[^>]*?>')
 _WORD = regex.compile(r"\w")
 _NAME = regex.compile(r'<atem:invoke\b[^>]*?\bname="([^"]+)"')
 _PARAM = regex.compile(
@@ -67,6 +77,9 @@ _PARAM = regex.compile(
 _CONTENT, _TOOL, _DROP = "content", "tool", "drop"
 # Phases: before the first header, in a body, between messages (skipping to the next header).
 _PRE, _BODY, _SKIP = "pre", "body", "skip"
+# ATEM scanner modes: outside a call, in an invoke's opening tag, an invoke whose tag names
+# nothing (held to its end), in a call's body, in a string value, in a held value.
+_OUT, _TAG, _WHOLE, _STRING, _HELD = "", "tag", "whole", "string", "held"
 # The text kept to read a recipient while skipping (names are short).
 _RCPT_WINDOW = 1024
 
@@ -82,9 +95,14 @@ class MuseToolState(JsonState):
     atem: str = ""  # tool-channel text not yet decided (an open invoke or a prefix of one)
     tool_bodies: int = 0  # tool bodies seen (the next one is joined with "\n")
     n_calls: int = 0
+    mode: str = _OUT  # the ATEM scanner's
+    name: str = ""  # the call being read
+    key: str = ""  # the held value's parameter
+    members: int = 0  # members written in the call being read
 
     def __post_init__(self) -> None:
-        if self.phase not in (_PRE, _BODY, _SKIP) or self.kind not in (_CONTENT, _TOOL, _DROP):
+        if self.phase not in (_PRE, _BODY, _SKIP) or self.kind not in (_CONTENT, _TOOL, _DROP) \
+                or self.mode not in (_OUT, _TAG, _WHOLE, _BODY, _STRING, _HELD):
             raise ValueError("unknown phase or kind")
         if self.n_calls < 0 or self.tool_bodies < 0:
             raise ValueError("negative count")
@@ -200,7 +218,7 @@ class MuseToolParser(ToolParser):
             buf = ""
         run.held = run.pre + buf if run.phase == _PRE else buf
         new = MuseToolState(self.name, run.phase, run.kind, run.held, run.atem, run.tool_bodies,
-                            run.n_calls)  # fmt: skip
+                            run.n_calls, run.mode, run.name, run.key, run.members)  # fmt: skip
         if len(new.held) + len(new.atem) > self.call_limit:
             raise LimitExceededError(
                 f"{self.name}: held text exceeds the limit of {self.call_limit} characters "
@@ -217,6 +235,9 @@ class MuseToolParser(ToolParser):
             return name
         head, dot, tail = name.partition(".")
         return head if dot and head == tail and head in self._registered else name
+
+    def string_parameters(self, name: str) -> frozenset[str]:
+        return self._strings.get(name, frozenset())
 
     def call_of(self, invoke: str) -> tuple[str, str] | None:
         found = _NAME.search(invoke)
@@ -264,6 +285,7 @@ class _Run:
         self.request_id = request_id
         self.phase, self.kind = state.phase, state.kind
         self.atem, self.tool_bodies, self.n_calls = state.atem, state.tool_bodies, state.n_calls
+        self.mode, self.name, self.key, self.members = state.mode, state.name, state.key, state.members
         self.pre = ""  # phase pre: the output so far is re-read from `held` each time
         self.held = ""
         self.events: list[Event] = []
@@ -306,34 +328,154 @@ class _Run:
         self.atem = self.invokes(self.atem, final=True)
 
     def invokes(self, text: str, *, final: bool) -> str:
-        """Send every complete invoke of `text`; return the undecided rest."""
-        pos = 0
+        """Run the ATEM scanner over `text` (the held tool-channel text plus new text): calls
+        start at their name, string values stream, other values are sent at their end.
+        Returns the text still undecided."""
         while True:
-            start = text.find(_INVOKE_OPEN, pos)
-            if start < 0:
-                if final:
-                    return ""
-                return text[max(pos, len(text) - len(_INVOKE_OPEN) + 1) :] if _partial(text) else ""
-            after = text[start + len(_INVOKE_OPEN) : start + len(_INVOKE_OPEN) + 1]
-            if after and _WORD.match(after):
-                pos = start + 1
+            mode = self.mode
+            if mode == _OUT:
+                start = _find_word(text, _INVOKE_OPEN, final)
+                if start is None:
+                    return "" if final else _partial_tail(text, _INVOKE_OPEN)
+                if start < 0:  # `<atem:invoke` at the end: its next character decides
+                    return text[start + 1 :]
+                text, self.mode = text[start:], _TAG
                 continue
-            close = text.find(_INVOKE_CLOSE, start)
-            if close < 0:
-                return "" if final else text[start:]
-            end = close + len(_INVOKE_CLOSE)
-            call = self.parser.call_of(text[start:end])
-            if call is not None:
-                self.emit(*call)
-            pos = end
+            if mode == _TAG:
+                named = _NAME.match(text, partial=not final)
+                if named is None:  # no name in this tag: decided at the invoke's end
+                    self.mode = _WHOLE
+                    continue
+                if named.partial:
+                    return text
+                self.start_call(self.parser.normalize(named.group(1)))
+                text, self.mode = text[named.end() :], _BODY
+                continue
+            if mode == _WHOLE:
+                close = text.find(_INVOKE_CLOSE)
+                if close < 0:
+                    if final:
+                        self.mode = _OUT
+                        return ""
+                    return text
+                end = close + len(_INVOKE_CLOSE)
+                call = self.parser.call_of(text[:end])
+                if call is not None:
+                    self.start_call(call[0])
+                    self.args(call[1][1:-1])
+                    self.end_call()
+                text, self.mode = text[end:], _OUT
+                continue
+            if mode == _BODY:
+                close = text.find(_INVOKE_CLOSE)
+                param = _find_word(text[: close if close >= 0 else len(text)], _PARAM_OPEN, final or close >= 0)
+                if param is not None and param >= 0:
+                    head = _PARAM_HEAD.match(text, param, partial=not final)
+                    if head is None:
+                        text = text[param + 1 :]  # not a parameter tag
+                        continue
+                    if not head.partial:
+                        self.open_value(head.group("key"))
+                        text = text[head.end() :]
+                        continue
+                    if close < 0:
+                        return text[param:]
+                    text = text[param + 1 :]  # a tag the invoke's end cuts
+                if close >= 0:
+                    self.end_call()
+                    text, self.mode = text[close + len(_INVOKE_CLOSE) :], _OUT
+                    continue
+                if final:
+                    self.end_call()
+                    self.mode = _OUT
+                    return ""
+                if param is not None:  # `<atem:parameter` at the end
+                    return text[param + 1 :]
+                return _partial_tail(text, _INVOKE_CLOSE, _PARAM_OPEN)
+            # A value: it ends at `</atem:parameter>`; an invoke end first drops it.
+            stop = text.find(_PARAM_CLOSE)
+            close = text.find(_INVOKE_CLOSE)
+            if close >= 0 and (stop < 0 or close < stop):
+                if mode == _STRING:
+                    self.args(json_string_body(text[:close]) + '"')
+                self.mode = _BODY
+                self.key = ""
+                continue
+            if stop >= 0:
+                self.close_value(text[:stop])
+                text, self.mode = text[stop + len(_PARAM_CLOSE) :], _BODY
+                continue
+            if final:
+                if mode == _STRING:
+                    self.args(json_string_body(text) + '"')
+                self.end_call()
+                self.mode, self.key = _OUT, ""
+                return ""
+            if mode == _STRING:
+                keep = len(_partial_tail(text, _PARAM_CLOSE, _INVOKE_CLOSE))
+                self.args(json_string_body(text[: len(text) - keep]))
+                return text[len(text) - keep :]
+            return text
 
-    def emit(self, name: str, arguments: str) -> None:
+    def start_call(self, name: str) -> None:
         index = self.n_calls
         self.events.append(ToolCallStart(index, make_tool_call_id(self.request_id, index), name))
-        self.events.append(ToolArgsDelta(index, arguments))
         self.n_calls += 1
+        self.members = 0
+        self.name = name
+        self.args("{")
+
+    def end_call(self) -> None:
+        self.args("}")
+
+    def open_value(self, key: str) -> None:
+        strings = self.parser.string_parameters(self.name)
+        self.mode = _STRING if key in strings else _HELD
+        self.key = key
+        if self.mode == _STRING:
+            self.args(self.separator() + json_dumps(key) + ': "')
+
+    def close_value(self, raw: str) -> None:
+        if self.mode == _STRING:
+            self.args(json_string_body(raw) + '"')
+        else:
+            self.args(self.separator() + json_dumps(self.key) + ": " + json_dumps(_decode(raw)))
+        self.key = ""
+
+    def separator(self) -> str:
+        self.members += 1
+        return ", " if self.members > 1 else ""
+
+    def args(self, text: str) -> None:
+        if not text:
+            return
+        index = self.n_calls - 1
+        last = self.events[-1] if self.events else None
+        if isinstance(last, ToolArgsDelta) and last.index == index:
+            self.events[-1] = ToolArgsDelta(index, last.text + text)
+        else:
+            self.events.append(ToolArgsDelta(index, text))
 
 
-def _partial(text: str) -> bool:
-    """Whether `text` ends with a proper prefix of `<atem:invoke`."""
-    return any(text.endswith(_INVOKE_OPEN[:k]) for k in range(1, len(_INVOKE_OPEN)))
+def _find_word(text: str, marker: str, final: bool) -> int | None:
+    """Index of the first `marker` followed by a non-word character (or the end when `final`);
+    -(len(tail)+1) when one sits at the end undecided; None when there is none."""
+    pos = 0
+    while True:
+        found = text.find(marker, pos)
+        if found < 0:
+            return None
+        after = text[found + len(marker) : found + len(marker) + 1]
+        if not after:
+            return found if final else -(len(text) - found) - 1
+        if not _WORD.match(after):
+            return found
+        pos = found + 1
+
+
+def _partial_tail(text: str, *markers: str) -> str:
+    """The longest tail of `text` that is a proper prefix of one of `markers`."""
+    for k in range(min(len(text), max(len(m) for m in markers) - 1), 0, -1):
+        if any(m.startswith(text[-k:]) for m in markers):
+            return text[-k:]
+    return ""

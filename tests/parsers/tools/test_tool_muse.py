@@ -2,7 +2,8 @@
 MuseGlimmerToolParser `muse_glimmer`): batch == vLLM 0.33's tool parser on the Muse corpus,
 hostile variants, vLLM's own test strings and our cases (one oracle call per class); the
 composed batch (tool parser alone) == vLLM's DelegatingParser but for its raw content without
-calls; streaming == batch on every split, the state restored at every boundary and small."""
+calls, and a call the output cuts (kept: it had streamed); streaming == batch on every split,
+the state restored at every boundary and small."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from parsers._events import ToolArgsDelta
 from parsers.chat import ChatOptions, ChatParser
 from parsers.registry import get_tool_parser
 from parsers.tools.muse import MuseGlimmerToolParser, MuseToolParser
@@ -20,6 +22,7 @@ from .engine_family_support import (
     assert_stream_equals_batch,
     batch_mismatches,
     family_cases_for,
+    repeated_keys_same_object,
     run_oracle,
 )
 from .tool_parser_support import assert_split_invariant
@@ -83,8 +86,16 @@ OWN: dict[str, str] = {
 }
 
 
-# Composed batch only (the tool parser alone equals vLLM's on every case).
-DIVERGENCES = {"muse:hostile:empty": "an empty output has no content (None); vLLM returns ''"}
+CUT = "a call the output cuts is kept, as streamed (vLLM drops an invoke never closed)"
+DIVERGENCES = {"own:unclosed_invoke": CUT}
+# The composed batch only (the tool parser alone returns None there too).
+COMPOSED_DIVERGENCES = {**DIVERGENCES, "muse:hostile:empty": "an empty output has no content (None); vLLM returns ''"}
+
+
+def cut_call_kept(ours: tuple[str | None, list[tuple[str, str]]], theirs: Any) -> bool:
+    """The cut divergence's shape: vLLM's calls plus the one the output cut."""
+    return (not isinstance(theirs, str) and ours[0] == theirs[0]
+            and len(ours[1]) == len(theirs[1]) + 1 and ours[1][:-1] == theirs[1])  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +114,7 @@ def test_muse_matches_vllm(vllm_ref, bundle, name: str) -> None:  # noqa: ANN001
     cases = family_cases_for(["muse"], OWN)
     _, results = run_oracle(vllm_ref, name, cases, TOOLS, bundle=bundle)
     parser = get_tool_parser(name)(None, TOOLS)
-    bad = batch_mismatches(parser, cases, results, cut_divergence=lambda ours, theirs: False)
+    bad = batch_mismatches(parser, cases, results, DIVERGENCES, cut_divergence=cut_call_kept)
     assert not bad, json.dumps(bad, ensure_ascii=False)[:8000]
     # The composed batch (no reasoning parser): equal, except that without a call vLLM's
     # DelegatingParser returns the raw output (framing included) where ours returns the
@@ -114,12 +125,15 @@ def test_muse_matches_vllm(vllm_ref, bundle, name: str) -> None:  # noqa: ANN001
         got, batch = chat.parse(cases[case]["text"], "req-1"), res["batch"]
         ours = (got.content, [(c.name, c.arguments) for c in got.tool_calls])
         theirs = (batch["content"], [(c["name"], c["arguments"]) for c in batch["tool_calls"]])
+        # (and a cut call: vLLM makes none, so it returns the raw output; a repeated parameter)
         raw_without_calls = (not theirs[1] and not ours[1] and theirs[0] == (cases[case]["text"] or None)
                              and ours[0] == res["tool"]["content"])  # fmt: skip
-        if case in DIVERGENCES:
+        if case in COMPOSED_DIVERGENCES:
             if ours == theirs:
                 composed_bad[case] = "named divergence does not diverge"
-        elif ours != theirs and not raw_without_calls:
+        elif ours != theirs and not raw_without_calls and not repeated_keys_same_object(ours, theirs) and not (
+                ":hostile:cut@" in case and (cut_call_kept(ours, theirs) or (
+                    not theirs[1] and theirs[0] == cases[case]["text"] and len(ours[1]) == 1))):
             composed_bad[case] = {"ours": ours, "vllm": theirs}
     assert not composed_bad, json.dumps(composed_bad, ensure_ascii=False)[:8000]
 
@@ -127,7 +141,9 @@ def test_muse_matches_vllm(vllm_ref, bundle, name: str) -> None:  # noqa: ANN001
 @pytest.mark.parametrize("cls", [MuseToolParser, MuseGlimmerToolParser])
 def test_muse_stream_equals_batch(bundle, cls) -> None:  # noqa: ANN001
     parser = cls(None, TOOLS)
-    texts = [c["text"] for c in family_cases_for(["muse"], OWN, max_cuts=8).values()]
+    # Glimmer differs in recipient sets and the string rule only: our cases suffice there.
+    texts = [c["text"] for c in family_cases_for(["muse"], OWN, max_cuts=3).values()] if cls is MuseToolParser \
+        else list(OWN.values())
     assert_stream_equals_batch(parser, bundle, [t for t in texts if "\ufffd" not in t])
     for text in (t for t in texts if "\ufffd" in t):  # no tokenizer round trip: per character
         assert_split_invariant(parser, text, [(ch, []) for ch in text])
@@ -142,3 +158,19 @@ def test_muse_state_stays_small_on_long_bodies() -> None:
         biggest = max(biggest, len(json.dumps(state.to_json())))
     assert biggest < 600, biggest
     assert parser.parse(text, "r").content == "c" * 5000 + "  \t"
+
+
+def test_muse_string_argument_streams_with_small_state() -> None:
+    parser = MuseToolParser(None, TOOLS)
+    value = "λ" * 3000 + ' "q" \\ ' + "x" * 3000
+    text = R + msg("read", invoke("read", path=value, n="12"))
+    state, biggest, args = parser.initial_state(), 0, []
+    for i in range(0, len(text), 5):
+        state, events = parser.feed(state, text[i : i + 5], "r")
+        args += [e.text for e in events if isinstance(e, ToolArgsDelta)]
+        biggest = max(biggest, len(json.dumps(state.to_json())))
+    state, events = parser.finish(state, "r")
+    args += [e.text for e in events if isinstance(e, ToolArgsDelta)]
+    assert biggest < 1024, biggest
+    assert len(args) > 100  # the value went out in fragments
+    assert json.loads("".join(args)) == {"path": value, "n": 12}
