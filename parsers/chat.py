@@ -63,8 +63,8 @@ from parsers._events import (
 from parsers._newlines import NewlineState, feed_newlines, recover_newlines
 from parsers._state import JsonState
 from parsers._text import check_ws_runs, ws_runs_append, ws_runs_text
-from parsers.cohere import CohereMachine, CohereState
-from parsers.harmony import HarmonyMachine, HarmonyState
+from parsers.cohere import CohereMachine
+from parsers.harmony import HarmonyMachine
 from parsers.tools import ToolParserTraits, tool_parser_traits
 from parsers.tools._engine import EngineToolParser
 
@@ -382,7 +382,7 @@ class ChatParser:
     ) -> tuple[ChatState, list[Event]]:
         machine = self.harmony
         assert machine is not None
-        h_state: Any = _machine_state_type(machine).from_json(state.tool)
+        h_state: Any = machine.state_type().from_json(state.tool)
         if final:
             h_state, events = machine.finish(h_state, request_id)
         else:
@@ -569,9 +569,6 @@ def _harmony_machine(
     assert isinstance(machine, HarmonyMachine | CohereMachine)
     return machine
 
-
-def _machine_state_type(machine: HarmonyMachine | CohereMachine) -> type[HarmonyState | CohereState]:
-    return machine.state_type() if isinstance(machine, CohereMachine) else HarmonyState
 
 
 def _required_calls(content: str, request_id: str) -> tuple[ToolCall, ...]:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -39,10 +38,10 @@ from parsers._events import (
     Event,
     ReasoningDelta,
     ToolArgsDelta,
-    ToolCall,
     ToolCallStart,
 )
 from parsers._state import JsonState
+from parsers._whole_output import WholeOutputResult, collect
 from parsers.tools._json_scan import DONE, ERROR, ScanState, scan
 
 __all__ = ["CohereMachine", "CohereResult", "CohereState", "PRESETS"]
@@ -137,11 +136,7 @@ class CohereState(JsonState):
             raise ValueError("bad counters")
 
 
-@dataclass(frozen=True, slots=True)
-class CohereResult:
-    reasoning: str | None
-    content: str | None
-    tool_calls: tuple[ToolCall, ...]
+CohereResult = WholeOutputResult
 
 
 @dataclass
@@ -441,37 +436,3 @@ def _element(s: str, start: str) -> tuple[int, int]:
 def _fields(state: CohereState) -> dict[str, Any]:
     return {f.name: getattr(state, f.name) for f in dataclasses.fields(state)}
 
-
-def collect(events: Sequence[Event]) -> CohereResult:
-    """The batch result the events of a whole output add up to."""
-    reasoning: list[str] = []
-    content: list[str] = []
-    calls: dict[int, list[str]] = {}
-    for event in events:
-        if isinstance(event, ReasoningDelta):
-            reasoning.append(event.text)
-        elif isinstance(event, ContentDelta):
-            content.append(event.text)
-        elif isinstance(event, ToolCallStart):
-            calls[event.index] = [event.id, event.name, ""]
-        elif isinstance(event, ToolArgsDelta):
-            calls[event.index][2] += event.text
-    return CohereResult(
-        "".join(reasoning) if reasoning else None,
-        "".join(content) if content else None,
-        tuple(ToolCall(i, n, a) for _, (i, n, a) in sorted(calls.items())),
-    )
-
-
-def count_reasoning_tokens(token_ids: Sequence[int], start_id: int | None, end_id: int | None) -> int:
-    """vLLM's `CohereCommandParser.count_reasoning_tokens`: tokens inside (nested)
-    START_THINKING / END_THINKING pairs of the output ids."""
-    count = depth = 0
-    for token_id in token_ids:
-        if token_id == start_id:
-            depth += 1
-        elif token_id == end_id:
-            depth = max(depth - 1, 0)
-        elif depth:
-            count += 1
-    return count

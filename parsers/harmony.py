@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from parsers._base import make_tool_call_id
@@ -60,11 +60,11 @@ from parsers._events import (
     Event,
     ReasoningDelta,
     ToolArgsDelta,
-    ToolCall,
     ToolCallStart,
 )
 from parsers._state import JsonState
 from parsers._text import MarkerSet
+from parsers._whole_output import WholeOutputResult, collect
 from parsers.tools._json_args import DONE, ERROR, MORE, JsonArgs, JsonArgsState
 
 __all__ = [
@@ -419,11 +419,7 @@ def lookup(phase: str, kind: str) -> Step:
     return step if step is not None else TABLE[(phase, TEXT)]
 
 
-@dataclass(frozen=True, slots=True)
-class HarmonyResult:
-    reasoning: str | None
-    content: str | None
-    tool_calls: tuple[ToolCall, ...]
+HarmonyResult = WholeOutputResult
 
 
 class HarmonyMachine:
@@ -434,6 +430,10 @@ class HarmonyMachine:
 
     def initial_state(self) -> HarmonyState:
         return HarmonyState()
+
+    @staticmethod
+    def state_type() -> type[HarmonyState]:
+        return HarmonyState
 
     def feed(self, state: HarmonyState, text: str, request_id: str) -> tuple[HarmonyState, list[Event]]:
         return self._step(state, text, request_id, final=False)
@@ -460,24 +460,3 @@ class HarmonyMachine:
         state, events = self.feed(self.initial_state(), text, request_id)
         _, tail = self.finish(state, request_id)
         return collect([*events, *tail])
-
-
-def collect(events: Sequence[Event]) -> HarmonyResult:
-    """The batch result the events of a whole output add up to."""
-    reasoning: list[str] = []
-    content: list[str] = []
-    calls: dict[int, list[str]] = {}
-    for event in events:
-        if isinstance(event, ReasoningDelta):
-            reasoning.append(event.text)
-        elif isinstance(event, ContentDelta):
-            content.append(event.text)
-        elif isinstance(event, ToolCallStart):
-            calls[event.index] = [event.id, event.name, ""]
-        elif isinstance(event, ToolArgsDelta):
-            calls[event.index][2] += event.text
-    return HarmonyResult(
-        "".join(reasoning) or None,
-        "".join(content) or None,
-        tuple(ToolCall(*calls[i]) for i in sorted(calls)),
-    )

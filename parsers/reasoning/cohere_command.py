@@ -12,17 +12,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from parsers._base import ReasoningParser, ReasoningResult, Vocab
-from parsers._events import ContentDelta, Event, ReasoningDelta
-from parsers._state import JsonState
+from parsers._base import Vocab
+from parsers._whole_output import WholeOutputReasoningParser
 from parsers.cohere import CHATBOT_TOKEN, END_THINKING, START_THINKING, CohereMachine, CohereState
 
 __all__ = ["CohereCommand3ReasoningParser", "CohereCommand4ReasoningParser"]
 
 
-class CohereCommand3ReasoningParser(ReasoningParser):
+class CohereCommand3ReasoningParser(WholeOutputReasoningParser):
     name: ClassVar[str] = "cohere_command3"
-    harmony: ClassVar[bool] = True  # one machine replaces the reasoning -> tools pipeline
     preset: ClassVar[str] = "cmd3"
 
     def __init__(
@@ -38,9 +36,6 @@ class CohereCommand3ReasoningParser(ReasoningParser):
         self.end_id = vocab.token_to_id(END_THINKING)
         self.chatbot_id = vocab.token_to_id(CHATBOT_TOKEN)
 
-    def initial_state(self, prompt_token_ids: Sequence[int] = ()) -> CohereState:
-        return self.machine.initial_state()
-
     def is_reasoning_end(self, token_ids: Sequence[int]) -> bool:
         has_end = False
         for token_id in reversed(token_ids):
@@ -52,20 +47,6 @@ class CohereCommand3ReasoningParser(ReasoningParser):
                 has_end = True
         return has_end
 
-    def feed(self, state: JsonState, text: str) -> tuple[JsonState, list[Event]]:
-        assert isinstance(state, CohereState)
-        state, events = self.machine.feed(state, text, "")
-        return state, _split(events)
-
-    def finish(self, state: JsonState) -> tuple[JsonState, list[Event]]:
-        assert isinstance(state, CohereState)
-        state, events = self.machine.finish(state, "")
-        return state, _split(events)
-
-    def parse(self, text: str, prompt_token_ids: Sequence[int] = ()) -> ReasoningResult:
-        result = self.machine.parse(text, "")
-        return ReasoningResult(result.reasoning, result.content)
-
     @classmethod
     def state_type(cls) -> type[CohereState]:
         return CohereState
@@ -75,6 +56,3 @@ class CohereCommand4ReasoningParser(CohereCommand3ReasoningParser):
     name: ClassVar[str] = "cohere_command4"
     preset: ClassVar[str] = "cmd4"
 
-
-def _split(events: list[Event]) -> list[Event]:
-    return [e for e in events if isinstance(e, ReasoningDelta | ContentDelta)]

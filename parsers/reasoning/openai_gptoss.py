@@ -12,17 +12,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from parsers._base import ReasoningParser, ReasoningResult, Vocab
-from parsers._events import ContentDelta, Event, ReasoningDelta
-from parsers._state import JsonState
+from parsers._base import Vocab
+from parsers._whole_output import WholeOutputReasoningParser
 from parsers.harmony import HarmonyMachine, HarmonyState
 
 __all__ = ["GptOssReasoningParser"]
 
 
-class GptOssReasoningParser(ReasoningParser):
+class GptOssReasoningParser(WholeOutputReasoningParser):
     name: ClassVar[str] = "openai_gptoss"
-    harmony: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -34,30 +32,9 @@ class GptOssReasoningParser(ReasoningParser):
         super().__init__(vocab, chat_template_kwargs, special_tokens=special_tokens)
         self.machine = HarmonyMachine()
 
-    def initial_state(self, prompt_token_ids: Sequence[int] = ()) -> HarmonyState:
-        return self.machine.initial_state()
-
     def is_reasoning_end(self, token_ids: Sequence[int]) -> bool:
         return True
-
-    def feed(self, state: JsonState, text: str) -> tuple[JsonState, list[Event]]:
-        assert isinstance(state, HarmonyState)
-        state, events = self.machine.feed(state, text, "")
-        return state, _split(events)
-
-    def finish(self, state: JsonState) -> tuple[JsonState, list[Event]]:
-        assert isinstance(state, HarmonyState)
-        state, events = self.machine.finish(state, "")
-        return state, _split(events)
-
-    def parse(self, text: str, prompt_token_ids: Sequence[int] = ()) -> ReasoningResult:
-        result = self.machine.parse(text, "")
-        return ReasoningResult(result.reasoning, result.content)
 
     @classmethod
     def state_type(cls) -> type[HarmonyState]:
         return HarmonyState
-
-
-def _split(events: list[Event]) -> list[Event]:
-    return [e for e in events if isinstance(e, ReasoningDelta | ContentDelta)]

@@ -14,18 +14,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from parsers._base import ToolParser, ToolParseResult, Vocab
-from parsers._events import Event, ReasoningDelta
-from parsers._state import JsonState
+from parsers._base import Vocab
+from parsers._whole_output import WholeOutputToolParser
 from parsers.harmony import HarmonyMachine, HarmonyState
 from parsers.tools._base import MAX_TOOL_CALL_CHARS
 
 __all__ = ["OpenAIToolParser"]
 
 
-class OpenAIToolParser(ToolParser):
+class OpenAIToolParser(WholeOutputToolParser):
     name: ClassVar[str] = "openai"
-    harmony: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -37,23 +35,6 @@ class OpenAIToolParser(ToolParser):
         super().__init__(vocab, tools, max_call_chars=max_call_chars)
         limit = min(max_call_chars or MAX_TOOL_CALL_CHARS, MAX_TOOL_CALL_CHARS)
         self.machine = HarmonyMachine(limit=limit)
-
-    def initial_state(self) -> HarmonyState:
-        return self.machine.initial_state()
-
-    def feed(self, state: JsonState, text: str, request_id: str) -> tuple[JsonState, list[Event]]:
-        assert isinstance(state, HarmonyState)
-        state, events = self.machine.feed(state, text, request_id)
-        return state, [e for e in events if not isinstance(e, ReasoningDelta)]
-
-    def finish(self, state: JsonState, request_id: str) -> tuple[JsonState, list[Event]]:
-        assert isinstance(state, HarmonyState)
-        state, events = self.machine.finish(state, request_id)
-        return state, [e for e in events if not isinstance(e, ReasoningDelta)]
-
-    def parse(self, text: str, request_id: str) -> ToolParseResult:
-        result = self.machine.parse(text, request_id)
-        return ToolParseResult(result.content, result.tool_calls)
 
     @classmethod
     def state_type(cls) -> type[HarmonyState]:
