@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ReasoningDelta", "ContentDelta", "ToolCallStart", "ToolArgsDelta", "Event", "ToolCall"]
+__all__ = ["ReasoningDelta", "ContentDelta", "ToolCallStart", "ToolArgsDelta", "Event", "ToolCall",
+           "push_content", "push_args"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,3 +45,25 @@ class ToolCall:
     id: str
     name: str
     arguments: str
+
+
+def push_content(events: list[Event], text: str) -> None:
+    """Append content, merged into a content delta that ends `events`."""
+    if not text:
+        return
+    last = events[-1] if events else None
+    if isinstance(last, ContentDelta):
+        events[-1] = ContentDelta(last.text + text)
+    else:
+        events.append(ContentDelta(text))
+
+
+def push_args(events: list[Event], index: int, text: str) -> None:
+    """Append an argument fragment of call `index`, merged into one that ends `events`."""
+    if not text:
+        return
+    last = events[-1] if events else None
+    if isinstance(last, ToolArgsDelta) and last.index == index:
+        events[-1] = ToolArgsDelta(index, last.text + text)
+    else:
+        events.append(ToolArgsDelta(index, text))

@@ -47,7 +47,7 @@ from typing_extensions import TypeVar
 
 from parsers._base import ToolParser, ToolParseResult, make_tool_call_id
 from parsers._errors import LimitExceededError, ParseError, StateError
-from parsers._events import ContentDelta, Event, ToolArgsDelta, ToolCallStart
+from parsers._events import Event, ToolCallStart, push_args, push_content
 from parsers._state import JsonState
 from parsers._text import MarkerSet
 from parsers.tools._base import MAX_TOOL_CALL_CHARS, assemble
@@ -214,13 +214,7 @@ class Run(Generic[ParserT_co]):
     # -- output ------------------------------------------------------------------------
 
     def content(self, text: str) -> None:
-        if not text:
-            return
-        last = self.events[-1] if self.events else None
-        if isinstance(last, ContentDelta):
-            self.events[-1] = ContentDelta(last.text + text)
-        else:
-            self.events.append(ContentDelta(text))
+        push_content(self.events, text)
 
     @property
     def suppress(self) -> bool:
@@ -241,14 +235,8 @@ class Run(Generic[ParserT_co]):
 
     def args(self, text: str) -> None:
         """An argument fragment of the call started last."""
-        if not text or self.suppress:
-            return
-        index = self.n_calls - 1
-        last = self.events[-1] if self.events else None
-        if isinstance(last, ToolArgsDelta) and last.index == index:
-            self.events[-1] = ToolArgsDelta(index, last.text + text)
-        else:
-            self.events.append(ToolArgsDelta(index, text))
+        if not self.suppress:
+            push_args(self.events, self.n_calls - 1, text)
 
     def emit_call(self, name: str, arguments: str, call_id: str | None = None) -> None:
         """A call decided whole (a family that held it to its end)."""

@@ -48,7 +48,7 @@ import regex
 
 from parsers._base import MAX_HELD_CHARS, ToolParser, ToolParseResult, make_tool_call_id
 from parsers._errors import LimitExceededError, StateError
-from parsers._events import ContentDelta, Event, ToolArgsDelta, ToolCallStart
+from parsers._events import Event, ToolCallStart, push_args, push_content
 from parsers._state import JsonState
 from parsers.tools._args import json_string_body
 from parsers.tools._base import MAX_TOOL_CALL_CHARS, assemble, json_dumps
@@ -310,11 +310,7 @@ class _Run:
             self.atem = self.invokes(self.atem + text, final=False)
 
     def content(self, text: str) -> None:
-        last = self.events[-1] if self.events else None
-        if isinstance(last, ContentDelta):
-            self.events[-1] = ContentDelta(last.text + text)
-        elif text:
-            self.events.append(ContentDelta(text))
+        push_content(self.events, text)
 
     def end(self, rest: str) -> None:
         if self.phase == _PRE:  # no header at all: the whole output is content and scope
@@ -447,14 +443,7 @@ class _Run:
         return ", " if self.members > 1 else ""
 
     def args(self, text: str) -> None:
-        if not text:
-            return
-        index = self.n_calls - 1
-        last = self.events[-1] if self.events else None
-        if isinstance(last, ToolArgsDelta) and last.index == index:
-            self.events[-1] = ToolArgsDelta(index, last.text + text)
-        else:
-            self.events.append(ToolArgsDelta(index, text))
+        push_args(self.events, self.n_calls - 1, text)
 
 
 def _find_word(text: str, marker: str, final: bool) -> int | None:
