@@ -16,6 +16,7 @@ saturated gateway's 503 carries `Retry-After`, like the middleware's own.
 from __future__ import annotations
 
 import asyncio
+import logging
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -33,12 +34,14 @@ from render_service.gateway.config import GatewayConfig
 from render_service.gateway.gateway import ClientFactory, Gateway, StreamResult
 from render_service.gateway.responses_api import chat_to_response, response_events
 from render_service.http.bodies import json_response, read_json_object, version_body
-from render_service.http.errors import install_error_handlers
+from render_service.http.errors import install_error_handlers, log_client_error
 from render_service.http.media_fetch import MediaFetcher
 from render_service.http.metrics import CONTENT_TYPE_LATEST, render_metrics_text
 from render_service.http.middleware import OPEN_PATHS, ServiceMiddleware
 
-__all__ = ["create_gateway_app"]
+__all__ = ["create_gateway_app", "gateway_startup_log"]
+
+log = logging.getLogger("render_service.gateway")
 
 _POST_ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens",
                 "/v1/responses")
@@ -82,6 +85,7 @@ def _add_generation_routes(app: FastAPI, gateway: Gateway) -> None:
         except ClientDisconnected:
             return Response(status_code=_CLIENT_GONE)
         except RenderServiceError as exc:
+            log_client_error(request.scope, exc.status, exc.message)
             return json_response(anthropic_error_body(exc), exc.status)
         if isinstance(result, StreamResult):
             return SSEResponse(message_events(result.body), on_close=result.close)
@@ -107,6 +111,7 @@ def _add_generation_routes(app: FastAPI, gateway: Gateway) -> None:
             body = await read_json_object(request)
             result = await _off_loop(gateway, gateway.codec.count_message_tokens, body)  # type: ignore[attr-defined]
         except RenderServiceError as exc:
+            log_client_error(request.scope, exc.status, exc.message)
             return json_response(anthropic_error_body(exc), exc.status)
         return json_response(result)
 
@@ -141,6 +146,20 @@ def _add_info_routes(app: FastAPI, gateway: Gateway) -> None:
     @app.get("/metrics")
     async def metrics() -> Response:
         return Response(render_metrics_text(), media_type=CONTENT_TYPE_LATEST)
+
+
+def gateway_startup_log(config: ServiceConfig, app: FastAPI) -> None:
+    """The start-up summary, plus the engines; health polls stay quiet (changes are logged)."""
+    from render_service.http.startup_log import log_startup_summary, quiet_http_client_logs
+
+    gateway: Gateway = app.state.gateway
+    renderer = getattr(gateway.codec, "renderer", None)
+    if renderer is not None:
+        log_startup_summary("gateway", config, renderer._bundle)
+    for pool in gateway.pools.values():
+        log.info("gateway %s pool: %s (routing %s)", pool.name, ", ".join(e.url for e in pool.engines),
+                 pool.policy.name)
+    quiet_http_client_logs()
 
 
 def create_gateway_app(config: ServiceConfig, gateway_config: GatewayConfig, *,

@@ -116,11 +116,12 @@ def run_gateway(config: ServiceConfig, args: argparse.Namespace) -> None:
     """Build the gateway app and serve it (one process: health and prefix state are per process)."""
     import uvicorn
 
-    from render_service.gateway.app import create_gateway_app
+    from render_service.gateway.app import create_gateway_app, gateway_startup_log
 
     gateway_config = gateway_config_from_args(args)
     if config.workers != 1:
         log.warning("the gateway runs one process (routing state is per process); ignoring --workers")
     app = create_gateway_app(config, gateway_config)
+    gateway_startup_log(config, app)
     uvicorn.run(app, host=config.host, port=config.port, log_level=args.log_level)
 

@@ -22,12 +22,13 @@ from starlette.responses import Response
 
 from render_service.errors import RenderServiceError
 
-__all__ = ["install_error_handlers", "error_response", "error_body"]
+__all__ = ["install_error_handlers", "error_response", "error_body", "log_client_error"]
 
 log = logging.getLogger(__name__)
 
 _MAX_LISTED_ERRORS = 10  # vLLM lists at most 10 validation errors
 _MAX_INPUT_CHARS = 200
+_MAX_LOGGED_CHARS = 2000
 
 
 def error_body(message: str, error_type: str, status: int, param: str | None = None) -> dict[str, Any]:
@@ -38,6 +39,20 @@ def error_response(status: int, body: Any, headers: Mapping[str, str] | None = N
     response = Response(orjson.dumps(body), status_code=status, media_type="application/json")
     response.headers.update(headers or {})  # after the content headers, as before
     return response
+
+
+def log_client_error(scope: Mapping[str, Any], status: int, message: str) -> None:
+    """A 4xx's reason at INFO with its request id (X-Request-Id, else "-"): vLLM logs why it
+    refused a request; a client's mistake is no WARNING."""
+    if not 400 <= status < 500 or not log.isEnabledFor(logging.INFO):
+        return
+    request_id = "-"
+    for name, value in scope.get("headers", ()):
+        if name == b"x-request-id":
+            request_id = value.decode("latin-1")
+            break
+    log.info("request %s %s %s -> %d: %s", request_id, scope.get("method"), scope.get("path"), status,
+             message[:_MAX_LOGGED_CHARS])
 
 
 def _phrase(status: int) -> str:
@@ -60,21 +75,24 @@ def _validation_message(errors: list[dict[str, Any]]) -> tuple[str, str | None]:
     return f"{count} validation {noun}:\n" + "\n".join(lines), param
 
 
-async def _on_service_error(_: Request, exc: Exception) -> Response:
+async def _on_service_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RenderServiceError)
     if exc.status >= 500:
         log.error("request failed: %s", exc.message)
+    log_client_error(request.scope, exc.status, exc.message)
     return error_response(exc.status, exc.to_body(), exc.headers)
 
 
-async def _on_validation_error(_: Request, exc: Exception) -> Response:
+async def _on_validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     message, param = _validation_message(list(exc.errors()))
+    log_client_error(request.scope, 400, message)
     return error_response(400, error_body(message, "Bad Request", 400, param))
 
 
-async def _on_http_exception(_: Request, exc: Exception) -> Response:
+async def _on_http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
+    log_client_error(request.scope, exc.status_code, str(exc.detail))
     return error_response(
         exc.status_code, error_body(str(exc.detail), _phrase(exc.status_code), exc.status_code)
     )

@@ -13,11 +13,12 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Histogram,
+    Summary,
     generate_latest,
     multiprocess,
 )
 
-__all__ = ["METRICS", "render_metrics_text", "CONTENT_TYPE_LATEST"]
+__all__ = ["METRICS", "VLLM_HTTP_METRICS", "VLLM_EXCLUDED_HANDLERS", "render_metrics_text", "CONTENT_TYPE_LATEST"]
 
 _LATENCY_BUCKETS = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -53,6 +54,46 @@ class _Metrics:
 
 
 METRICS = _Metrics()
+
+# Paths vLLM's Instrumentator leaves out (vllm/entrypoints/serve/instrumentator/metrics.py).
+VLLM_EXCLUDED_HANDLERS = ("/metrics", "/health", "/load", "/ping", "/version", "/server_info")
+# prometheus_fastapi_instrumentator's default buckets, as vLLM uses them.
+_HIGHR_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5,
+                  5, 7.5, 10, 30, 60)
+_LOWR_BUCKETS = (0.1, 0.5, 1)
+
+
+class _VllmHttpMetrics:
+    """What `vllm serve` and `vllm launch render` expose through prometheus_fastapi_instrumentator
+    (its `default()` set): same names, labels, buckets; `handler` is the route path or "none",
+    `status` the class ("2xx")."""
+
+    def __init__(self) -> None:
+        self.requests = Counter("http_requests_total", "Total number of requests by method, status and handler.",
+                                ["method", "status", "handler"])
+        self.request_size = Summary("http_request_size_bytes", "Content length of incoming requests by handler. "
+                                    "Only value of header is respected. Otherwise ignored. No percentile calculated. ",
+                                    ["handler"])
+        self.response_size = Summary("http_response_size_bytes", "Content length of outgoing responses by handler. "
+                                     "Only value of header is respected. Otherwise ignored. No percentile calculated. ",
+                                     ["handler"])
+        self.latency_highr = Histogram("http_request_duration_highr_seconds",
+                                       "Latency with many buckets but no API specific labels. "
+                                       "Made for more accurate percentile calculations. ", buckets=_HIGHR_BUCKETS)
+        self.latency = Histogram("http_request_duration_seconds", "Latency with only few buckets by handler. "
+                                 "Made to be only used if aggregation by handler is important. ",
+                                 ["method", "handler"], buckets=_LOWR_BUCKETS)
+
+    def observe(self, method: str, status: int, handler: str, request_bytes: int, response_bytes: int,
+                seconds: float) -> None:
+        self.requests.labels(method, f"{str(status)[0]}xx", handler).inc()
+        self.request_size.labels(handler).observe(request_bytes)
+        self.response_size.labels(handler).observe(response_bytes)
+        self.latency_highr.observe(seconds)
+        self.latency.labels(method, handler).observe(seconds)
+
+
+VLLM_HTTP_METRICS = _VllmHttpMetrics()
 
 
 def render_metrics_text() -> bytes:

@@ -14,8 +14,8 @@ from typing import Any
 import orjson
 
 from render_service.errors import PayloadTooLargeError, SaturatedError
-from render_service.http.errors import error_body
-from render_service.http.metrics import METRICS
+from render_service.http.errors import error_body, log_client_error
+from render_service.http.metrics import METRICS, VLLM_EXCLUDED_HANDLERS, VLLM_HTTP_METRICS
 
 __all__ = ["ServiceMiddleware"]
 
@@ -60,6 +60,8 @@ class ServiceMiddleware:
     ) -> None:
         self.app = app
         self.open_paths = open_paths
+        # vLLM's http_* metrics skip its probes (and ours: /ready); unknown paths are "none".
+        self.vllm_excluded = VLLM_EXCLUDED_HANDLERS + tuple(open_paths)
         keys = (api_key,) if isinstance(api_key, str) else tuple(api_key or ())
         # Accepted Authorization values, one per key (vLLM's --api-key takes several); None: open.
         self.api_keys = tuple(b"Bearer " + key.encode() for key in keys if key) or None
@@ -77,10 +79,12 @@ class ServiceMiddleware:
         endpoint = path if path in self.known_paths else "other"
         started = time.perf_counter()
         status_box = [500]
+        response_bytes = [0]
 
         async def send_recording(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status_box[0] = message["status"]
+                response_bytes[0] = _header_int(message.get("headers", ()), b"content-length") or 0
                 if self.echo_request_id:
                     message = _with_request_id(scope, message)
             await send(message)
@@ -89,18 +93,25 @@ class ServiceMiddleware:
             await self._dispatch(scope, receive, send_recording, path)
         finally:
             METRICS.requests.labels(endpoint, str(status_box[0])).inc()
-            METRICS.latency.labels(endpoint).observe(time.perf_counter() - started)
+            elapsed = time.perf_counter() - started
+            METRICS.latency.labels(endpoint).observe(elapsed)
+            if not path.startswith(self.vllm_excluded):
+                handler = path if path in self.known_paths else "none"
+                VLLM_HTTP_METRICS.observe(scope["method"], status_box[0], handler,
+                                          _content_length(scope) or 0, response_bytes[0], elapsed)
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
         guarded = path not in self.open_paths and scope["method"] != "OPTIONS"
         if self.api_keys is not None and guarded:
             if not self._authorized(scope):
                 METRICS.rejected.labels("unauthorized").inc()
+                log_client_error(scope, 401, "missing or wrong API key")
                 await _send_json(send, 401, {"error": "Unauthorized"})
                 return
         declared = _content_length(scope)
         if declared is not None and declared > self.max_body_bytes:
             METRICS.rejected.labels("body_too_large").inc()
+            log_client_error(scope, 413, f"Content-Length {declared} exceeds --max-body-bytes")
             await _send_json(send, 413, _too_large_body(self.max_body_bytes))
             return
         if path in self.open_paths:  # probes neither take a slot nor get refused when saturated
@@ -155,8 +166,12 @@ def _too_large_body(limit: int) -> dict[str, Any]:
 
 
 def _content_length(scope: Scope) -> int | None:
-    for name, value in scope["headers"]:
-        if name == b"content-length":
+    return _header_int(scope["headers"], b"content-length")
+
+
+def _header_int(headers: Iterable[tuple[bytes, bytes]], wanted: bytes) -> int | None:
+    for name, value in headers:
+        if name == wanted:
             try:
                 return int(value)
             except ValueError:

@@ -14,6 +14,7 @@ import uvicorn
 
 from render_service.config import ServiceConfig, config_to_json
 from render_service.http.app import CONFIG_ENV, create_app
+from render_service.http.startup_log import log_startup_summary
 from render_service.model import ModelBundle
 
 __all__ = ["serve"]
@@ -22,9 +23,11 @@ __all__ = ["serve"]
 def serve(config: ServiceConfig, log_level: str) -> None:
     if config.workers == 1:
         app = create_app(config)  # loads the model: a bad folder or template fails here
+        log_startup_summary("serve", config, app.state.service.renderer._bundle)
         uvicorn.run(app, host=config.host, port=config.port, log_level=log_level)
         return
-    ModelBundle.load(config)  # fail once, in the parent, before forking workers
+    bundle = ModelBundle.load(config)  # fail once, in the parent, before forking workers
+    log_startup_summary("serve", config, bundle)
     os.environ[CONFIG_ENV] = config_to_json(config)
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="render-service-metrics-"))
     uvicorn.run("render_service.http.app:app_from_env", factory=True, host=config.host, port=config.port,

@@ -447,3 +447,22 @@ def test_tokenize_with_server_options_equals_vllm(options_ref, options_renderer)
     """/tokenize reports --max-model-len and applies the server's default template kwargs."""
     body = {"messages": [USER], "return_token_strs": True}
     compare(options_ref, "/tokenize", body, lambda: options_renderer.tokenize(copy.deepcopy(body)))
+
+
+async def test_http_metric_names_and_labels_equal_vllm_render_server(ref_servers) -> None:
+    """/metrics: the http_* families vLLM's render server exposes (prometheus_fastapi_instrumentator),
+    with the same label names, and the same handler/status values for a /tokenize request."""
+    import httpx
+    from prometheus_client import REGISTRY, generate_latest
+
+    from tests.service.test_observability import exercise, handler_values, label_sets, tiny_app
+
+    ref = ref_servers["plain"]
+    ref.post("/tokenize", {"prompt": "hi"})
+    ref_text = httpx.get(f"{ref.url}/metrics", timeout=30.0).text
+    await exercise(tiny_app())
+    ours = generate_latest(REGISTRY).decode()
+    assert label_sets(ours) == label_sets(ref_text) and label_sets(ours)
+    assert "/tokenize" in handler_values(ref_text) and "/tokenize" in handler_values(ours)
+    assert 'handler="/tokenize",method="POST",status="2xx"' in ref_text
+    assert 'handler="/tokenize",method="POST",status="2xx"' in ours
