@@ -130,9 +130,7 @@ class ModelBundle:
             if config.tokenizer
             else model_dir
         )
-        hf_config = _read_json(model_dir / "config.json")
-        if not hf_config and config.tokenizer_mode == "mistral":
-            hf_config = _mistral_params_config(_read_json(model_dir / "params.json"))
+        hf_config = _model_config(model_dir)
         bundle = _build(
             config,
             model=config.model,
@@ -346,6 +344,23 @@ def _read_json(path: Path) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ConfigError(f"{path}: expected a JSON object")
     return value
+
+
+def _model_config(model_dir: Path) -> dict[str, Any]:
+    """config.json, else a Mistral-format params.json (vLLM's config_format "auto" reads it for
+    a Mistral folder, whatever --tokenizer-mode), so the context length is derived either way.
+    With neither, vLLM refuses the folder; we serve from the tokenizer alone, and say so."""
+    hf_config = _read_json(model_dir / "config.json")
+    if hf_config:
+        return hf_config
+    hf_config = _mistral_params_config(_read_json(model_dir / "params.json"))
+    if not hf_config:
+        logger.warning(
+            "%s has neither config.json (HF format) nor params.json (Mistral format), which vLLM "
+            "requires: the model type is unknown (no model-specific parser defaults, no images) and "
+            "the context length comes from the tokenizer or --max-model-len", model_dir,
+        )
+    return hf_config
 
 
 def _mistral_params_config(params: dict[str, Any]) -> dict[str, Any]:

@@ -156,3 +156,20 @@ def test_startup_summary_names_model_parsers_context_and_backend(caplog: pytest.
                  "2 worker", ":9000"):
         assert fact in summary, (fact, summary)
     assert non_default == "non-default args: {'model': '/models/gpt-oss', 'port': 9000, 'workers': 2}"
+
+
+def test_model_config_reads_params_json_without_mistral_mode_and_warns_with_neither(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 20 item 3: a Mistral folder (params.json, no config.json) gets its context length
+    derived whatever --tokenizer-mode, as vLLM's config_format auto; a folder with neither file
+    (vLLM refuses it) starts with a warning naming both files."""
+    from render_service.model import _derive_max_model_len, _model_config
+
+    (tmp_path / "params.json").write_text(json.dumps({"dim": 64, "max_seq_len": 8192}))
+    assert _derive_max_model_len(_model_config(tmp_path)) == 8192
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with caplog.at_level(logging.WARNING, logger="render_service.model"):
+        assert _model_config(empty) == {}
+    assert "config.json" in caplog.text and "params.json" in caplog.text
