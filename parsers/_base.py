@@ -135,6 +135,9 @@ class ToolParser(abc.ABC):
     # events are ignored, so call markup is dropped and all other text is content verbatim
     # (none of the whitespace rules that depend on calls). Honoured by the engine families.
     suppress_calls: bool = False
+    # vLLM composes this family in its own unified parser (vllm/parser/kimi_k3.py): the tool
+    # stage runs for every tool_choice (none included) and its content is the answer.
+    own_composition: ClassVar[bool] = False
 
     def tool_choice_none_content(self, text: str, request_id: str) -> str | None:
         """DelegatingParser's tool_choice="none" content: the tool parser's content as is."""

@@ -218,8 +218,9 @@ class ChatParser:
         choice = self.options.tool_choice
         if tool is None:
             return ChatMode.PASSTHROUGH, False
+        own = tool.own_composition
         if choice == "none":
-            return (ChatMode.SUPPRESS if self._engine_based() else ChatMode.PASSTHROUGH), False
+            return (ChatMode.SUPPRESS if self._engine_based() or own else ChatMode.PASSTHROUGH), False
         named, required = self.named_tool is not None, choice == "required"
         supports = self.tool_traits.supports_required_and_named
         if named and supports:
@@ -227,7 +228,7 @@ class ChatParser:
         if required and supports:
             return ChatMode.REQUIRED, False
         if choice in ("auto", None) or named or required:
-            return ChatMode.AUTO, named or required
+            return ChatMode.AUTO, (named or required) and not own
         return ChatMode.PASSTHROUGH, False
 
     def _keeps_tool_calls(self) -> bool:
@@ -282,7 +283,8 @@ class ChatParser:
             return result.tool_calls, (None if parsed and not parsed.strip() else parsed)
         if self.forced_fallback and (content is None or not content.strip()):
             return (), None
-        if self._engine_based() or getattr(tool, "content_without_calls_is_parsed", False):
+        if (self._engine_based() or tool.own_composition
+                or getattr(tool, "content_without_calls_is_parsed", False)):
             return (), result.content or None
         return (), content
 

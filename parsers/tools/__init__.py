@@ -68,6 +68,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "muse": "parsers.tools.muse:MuseToolParser",
     "musespark1x": "parsers.tools.muse:MuseToolParser",
     "muse_glimmer": "parsers.tools.muse:MuseGlimmerToolParser",
+    "kimi_k3": "parsers.tools.kimi_k3:KimiK3ToolParser",
 }
 
 
@@ -94,6 +95,8 @@ class ToolParserTraits:
     skip_special_tokens=False (MiniMax-M3).
     always_keeps_special_tokens: `adjust_request` sets skip_special_tokens=False on every
     request (Muse).
+    xtml: Kimi K3's `adjust_request`: special tokens kept and unspaced whenever it runs, and a
+    named tool_choice without the structural tag is refused.
     """
 
     supports_required_and_named: bool = True
@@ -105,6 +108,7 @@ class ToolParserTraits:
     default_tool_strict_level: str = "auto"
     engine_keeps_special_tokens: bool = True
     always_keeps_special_tokens: bool = False
+    xtml: bool = False
 
 
 _NATIVE_FORMAT = ToolParserTraits(supports_required_and_named=False)
@@ -204,6 +208,8 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "muse": _MUSE,
     "musespark1x": _MUSE,
     "muse_glimmer": _MUSE,
+    "kimi_k3": ToolParserTraits(supports_required_and_named=False, structural_tag_model="kimi_k3",
+                                tool_view="presence", json_schema_choice=False, xtml=True),
 }
 
 

@@ -27,11 +27,9 @@ PARSERS_DIR = Path(__file__).resolve().parents[2] / "parsers"
 # The registry must equal vLLM's pinned registry minus exactly these.
 PENDING_TOOL_PARSERS = frozenset({
     "hy_v4",
-    "kimi_k3",
     "minicpm5",
 })
 PENDING_REASONING_PARSERS = frozenset({
-    "kimi_k3",
     "muse",
     "muse_glimmer",
     "musespark1x",
