@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 from parsers._base import MAX_HELD_CHARS, ReasoningParser, ReasoningResult, Vocab
 from parsers._errors import StateError
-from parsers._events import ContentDelta, Event, ReasoningDelta
+from parsers._events import ContentDelta, Event, ReasoningDelta, push_content
 from parsers._state import JsonState
 from parsers.tools.kimi_k3 import (
     CLOSE,
@@ -140,32 +140,32 @@ class KimiK3ReasoningParser(ReasoningParser):
         for index, item in enumerate(items):
             if state.phase == "content" and self.raw_content:  # the rest is raw content
                 rest = "".join(i.literal if isinstance(i, Tag) else i for i in items[index:]) + lex
-                out.append(ContentDelta(rest))
-                return state.replace(lex=""), _merge(out)
+                _push(out, ContentDelta(rest))
+                return state.replace(lex=""), out
             state = self._item(state, item, out)
         if state.phase == "content" and self.raw_content and state.lex:
-            out.append(ContentDelta(state.lex))  # reasoning ended: held text is raw content
+            _push(out, ContentDelta(state.lex))  # reasoning ended: held text is raw content
             state = state.replace(lex="")
         if final:
             if state.phase == "start" and state.ws:
-                out.append(ReasoningDelta(state.ws))
+                _push(out, ReasoningDelta(state.ws))
             elif state.phase == "content" and not self.raw_content:
                 texts: list[str] = []
                 state = state.replace(content=_STRIP.finish(state.content, texts))
-                out.extend(ContentDelta(t) for t in texts if t)
+                push_content(out, "".join(texts))
             state = state.replace(ws="")
-        return state, _merge(out)
+        return state, out
 
     def _item(self, state: KimiK3ReasoningState, item: str | Tag, out: list[Event]) -> KimiK3ReasoningState:
         if state.phase == "content":
             texts: list[str] = []
             state = state.replace(content=_STRIP.item(state.content, item, texts))
-            out.extend(ContentDelta(t) for t in texts if t)
+            push_content(out, "".join(texts))
             return state
         kind, name = tag_name(item) if isinstance(item, Tag) else ("", "")
         if (kind, name) == ("close", "think"):
             if state.ws:
-                out.append(ReasoningDelta(state.ws))
+                _push(out, ReasoningDelta(state.ws))
             return state.replace(phase="content", ws="")
         if (kind, name) == ("open", "think") and not state.opened:
             return state.replace(phase="reasoning", opened=True, ws="")
@@ -173,7 +173,7 @@ class KimiK3ReasoningParser(ReasoningParser):
             # No think channel: the whole output is content (the held whitespace included).
             held, state = state.ws, state.replace(phase="content", ws="")
             if self.raw_content:
-                out.append(ContentDelta(held + item.literal))
+                _push(out, ContentDelta(held + item.literal))
                 return state
             for part in (held, item):
                 state = self._item(state, part, out) if part else state
@@ -182,9 +182,9 @@ class KimiK3ReasoningParser(ReasoningParser):
         if state.phase == "start":
             if not text.strip() and len(state.ws + text) <= MAX_HELD_CHARS:
                 return state.replace(ws=state.ws + text)
-            out.append(ReasoningDelta(state.ws + text))
+            _push(out, ReasoningDelta(state.ws + text))
             return state.replace(phase="reasoning", ws="")
-        out.append(ReasoningDelta(text))
+        _push(out, ReasoningDelta(text))
         return state
 
 
@@ -201,14 +201,13 @@ def _marker_ids(vocab: Any, text: str) -> list[int]:
     return [int(i) for i in ids] if isinstance(ids, list) else []
 
 
-def _merge(events: list[Event]) -> list[Event]:
-    out: list[Event] = []
-    for event in events:
-        last = out[-1] if out else None
-        if isinstance(event, ReasoningDelta) and isinstance(last, ReasoningDelta):
-            out[-1] = ReasoningDelta(last.text + event.text)
-        elif isinstance(event, ContentDelta) and isinstance(last, ContentDelta):
-            out[-1] = ContentDelta(last.text + event.text)
+def _push(events: list[Event], event: ReasoningDelta | ContentDelta) -> None:
+    """Append, merged into a delta of the same kind that ends `events`."""
+    if isinstance(event, ContentDelta):
+        push_content(events, event.text)
+    elif event.text:
+        last = events[-1] if events else None
+        if isinstance(last, ReasoningDelta):
+            events[-1] = ReasoningDelta(last.text + event.text)
         else:
-            out.append(event)
-    return out
+            events.append(event)

@@ -52,7 +52,7 @@ import regex
 
 from parsers._base import MAX_HELD_CHARS, ToolParser, ToolParseResult, Vocab, make_tool_call_id
 from parsers._errors import LimitExceededError, StateError
-from parsers._events import ContentDelta, Event, ToolArgsDelta, ToolCallStart
+from parsers._events import Event, ToolCallStart, push_args, push_content
 from parsers._state import JsonState
 from parsers.tools._base import MAX_TOOL_CALL_CHARS, assemble, json_dumps
 
@@ -296,13 +296,13 @@ class KimiK3ToolParser(ToolParser):
             state = self._item(state, item, request_id, out)
         if final:
             state = self._end(state, out)
-        return state, _merge(out)
+        return state, out
 
     def _item(self, state: KimiK3ToolState, item: Item, request_id: str, out: list[Event]) -> KimiK3ToolState:
         if state.content.phase != "tools":
             texts: list[str] = []
             state = state.replace(content=_CONTENT.item(state.content, item, texts))
-            out.extend(ContentDelta(t) for t in texts if t)
+            push_content(out, "".join(texts))
             return state
         where = state.where
         kind, name = tag_name(item) if isinstance(item, Tag) else ("", "")
@@ -328,7 +328,7 @@ class KimiK3ToolParser(ToolParser):
                 return state.replace(where="skip")
             index = state.calls
             out.append(ToolCallStart(index, make_tool_call_id(request_id, index), tool))
-            out.append(ToolArgsDelta(index, "{"))
+            push_args(out, index, "{")
             return state.replace(where="call", calls=index + 1, members=0)
         return state
 
@@ -336,14 +336,14 @@ class KimiK3ToolParser(ToolParser):
         found = attrs(tag)
         head = (", " if state.members else "") + json_dumps(found.get("key", "")) + ": "
         if found.get("type", "string") == "string":
-            out.append(ToolArgsDelta(state.calls - 1, head + '"'))
+            push_args(out, state.calls - 1, head + '"')
             return state.replace(where="string", members=state.members + 1)
-        out.append(ToolArgsDelta(state.calls - 1, head))
+        push_args(out, state.calls - 1, head)
         return state.replace(where="json", members=state.members + 1, raw="")
 
     def _value_text(self, state: KimiK3ToolState, text: str, out: list[Event]) -> KimiK3ToolState:
         if state.where == "string":
-            out.append(ToolArgsDelta(state.calls - 1, json_dumps(text)[1:-1]))
+            push_args(out, state.calls - 1, json_dumps(text)[1:-1])
             return state
         raw = state.raw + text
         if len(raw) > self.call_limit:
@@ -352,40 +352,27 @@ class KimiK3ToolParser(ToolParser):
 
     def _close_value(self, state: KimiK3ToolState, out: list[Event]) -> KimiK3ToolState:
         if state.where == "string":
-            out.append(ToolArgsDelta(state.calls - 1, '"'))
+            push_args(out, state.calls - 1, '"')
         else:
             try:
                 value: Any = json.loads(state.raw)
             except (ValueError, RecursionError):
                 value = state.raw
-            out.append(ToolArgsDelta(state.calls - 1, json_dumps(value)))
+            push_args(out, state.calls - 1, json_dumps(value))
         return state.replace(where="call", raw="")
 
     def _close_call(self, state: KimiK3ToolState, out: list[Event]) -> KimiK3ToolState:
         if state.where in ("string", "json"):
             state = self._close_value(state, out)
         if state.where == "call":
-            out.append(ToolArgsDelta(state.calls - 1, "}"))
+            push_args(out, state.calls - 1, "}")
         return state.replace(where="section", members=0)
 
     def _end(self, state: KimiK3ToolState, out: list[Event]) -> KimiK3ToolState:
         if state.content.phase != "tools":
             texts: list[str] = []
             state = state.replace(content=_CONTENT.finish(state.content, texts))
-            out.extend(ContentDelta(t) for t in texts if t)
+            push_content(out, "".join(texts))
             return state
         return self._close_call(state, out)
 
-
-def _merge(events: list[Event]) -> list[Event]:
-    """Adjacent fragments of the same kind as one event (fewer, larger deltas)."""
-    out: list[Event] = []
-    for event in events:
-        last = out[-1] if out else None
-        if isinstance(event, ContentDelta) and isinstance(last, ContentDelta):
-            out[-1] = ContentDelta(last.text + event.text)
-        elif isinstance(event, ToolArgsDelta) and isinstance(last, ToolArgsDelta) and last.index == event.index:
-            out[-1] = ToolArgsDelta(event.index, last.text + event.text)
-        else:
-            out.append(event)
-    return out
