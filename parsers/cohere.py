@@ -28,6 +28,7 @@ arguments: never the arguments or the reasoning read so far.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -42,7 +43,7 @@ from parsers._events import (
 )
 from parsers._state import JsonState
 from parsers._whole_output import WholeOutputResult, collect
-from parsers.tools._json_scan import DONE, ERROR, ScanState, scan
+from parsers.tools._json_scan import DONE, ERROR, Ev, ScanState, scan
 
 __all__ = ["CohereMachine", "CohereResult", "CohereState", "PRESETS"]
 
@@ -195,6 +196,10 @@ class CohereMachine:
         buf, run.f["buf"] = run.f["buf"], ""
         if buf:
             self._handle(run, run.f["mode"], buf, final=True)
+        if run.f["pid"]:
+            # An id whose name never came: vLLM's batch still returns it, nameless.
+            run.events.append(ToolCallStart(run.f["idx"], run.f["pid"], ""))
+            run.f["pid"] = ""
         run.f["done"] = True
         return CohereState(**run.f), run.events
 
@@ -371,7 +376,10 @@ class CohereMachine:
         f = run.f
         end = -1
         if not f["bad"]:
-            state, _, pos, status = scan(f["args"], s)
+            state, events, pos, status = scan(_surrogate(f["args"], -_HI_SHIFT), s)
+            state = _surrogate(state, _HI_SHIFT)
+            if any(_not_serde(ev) for ev in events):
+                status = ERROR  # melody's serde_json never accepts it
             if status == DONE:
                 end = pos
             elif status == ERROR:
@@ -406,6 +414,25 @@ class CohereMachine:
         f["ind"], f["seen"] = ind, seen
         if out:
             run.events.append(ToolArgsDelta(f["idx"], "".join(out)))
+
+
+# A scanner holding a high surrogate (waiting for its low half) keeps it as a character,
+# which a UTF-8 state cannot carry: the state holds it moved to plane 15 instead.
+_HI_SHIFT = 0xF0000 - 0xD800
+
+
+def _surrogate(state: ScanState, shift: int) -> ScanState:
+    return state.replace(hi=chr(ord(state.hi) + shift)) if state.hi else state
+
+
+def _not_serde(ev: Ev) -> bool:
+    """JSON that Python accepts and serde_json (melody's judge of where arguments end) does
+    not: NaN / Infinity (and numbers out of float range), lone surrogate escapes."""
+    if ev.kind == "scalar":
+        return isinstance(ev.value, float) and not math.isfinite(ev.value)
+    if ev.kind in ("chars", "key"):
+        return any("\ud800" <= ch <= "\udfff" for ch in ev.value)
+    return False
 
 
 def _key_start(buf: str, key: str) -> int:

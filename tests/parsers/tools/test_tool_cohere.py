@@ -38,12 +38,16 @@ CASES: dict[str, str] = {
     "nested_thinking": "<|START_THINKING|>a<|START_THINKING|>b<|END_THINKING|>c<|END_THINKING|>d",
     "marker_prefix_end": "text <|START_TH",
     "only_action": "<|START_ACTION|>",
-    "long_args": "<|START_ACTION|>[" + CALL % ("0", "search", '{"query": "' + "q" * 4000 + '"}')
+    "long_args": "<|START_ACTION|>[" + CALL % ("0", "search", '{"query": "' + "q" * 1500 + '"}')
     + "]<|END_ACTION|>",
-    "action_garbage": "<|START_ACTION|>" + "not a call, " * 400 + '"tool_call_id"  :' * 3
+    "action_garbage": "<|START_ACTION|>" + "not a call, " * 120 + '"tool_call_id"  :' * 3
     + '[{"tool_call_id":  "3", "tool_name": "f", "parameters": {"a": 1}}]<|END_ACTION|>',
-    "long_ignored": "<|START_RESPONSE|>ok<|END_RESPONSE|>" + "after " * 1000,
-    "long_reasoning": "<|START_THINKING|>" + "r " * 3000 + "<|END_THINKING|><|START_RESPONSE|>ok<|END_RESPONSE|>",
+    "id_only_cut": '<|START_ACTION|>[{"tool_call_id": "0", "tool_na',
+    "nan_args": "<|START_ACTION|>[" + CALL % ("0", "f", '{"a": NaN}') + "]<|END_ACTION|>tail",
+    "surrogate_args": "<|START_ACTION|>[" + CALL % ("0", "f", '{"a": "\\ud800"}') + "]<|END_ACTION|>",
+    "surrogate_pair_args": "<|START_ACTION|>[" + CALL % ("0", "f", '{"a": "\\ud83d\\ude00"}') + "]<|END_ACTION|>",
+    "long_ignored": "<|START_RESPONSE|>ok<|END_RESPONSE|>" + "after " * 250,
+    "long_reasoning": "<|START_THINKING|>" + "r " * 800 + "<|END_THINKING|><|START_RESPONSE|>ok<|END_RESPONSE|>",
 }
 
 # Where melody's own stream and batch differ (its patterns search the whole buffer, so what
@@ -53,6 +57,11 @@ STREAM_DIVERGENCES = {
     'first call\'s `{}` is its arguments; a stream reading `{}}` alone gives none',
     "not_citations": "batch: a `<co: 0>` tag before a real `<co>` citation is plain text up to "
     "the closing tag; a stream that sees the real citation first removes it",
+}
+# Where our stream follows vLLM's batch, not vLLM's stream.
+VLLM_STREAM_DIVERGENCES = {
+    "id_only_cut": "a call id whose name never came: vLLM's batch returns a nameless call, its "
+    "stream never sends one; ours sends it at the end, as the batch has it",
 }
 RUNS: dict[str, object] = {}
 
@@ -92,6 +101,9 @@ def test_token_stream_matches_vllm_stream(run) -> None:
     (melody reads the same chunks, so even its stream-only readings agree)."""
     parser = run.parser()
     for name in run.names:
+        if name in VLLM_STREAM_DIVERGENCES:
+            assert run.results[name]["stream"]["tool_calls"] == [], name
+            continue
         theirs = run.results[name]["stream"]
         pieces = [t for t, _ in run.cases[name]["chunks"]] or [""]
         events = run_split(lambda s, d: parser.feed(s, d, REQUEST_ID),
