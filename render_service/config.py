@@ -147,6 +147,9 @@ class ServiceConfig:
     # Key for stream_state MACs; replicas behind one load balancer must share it.
     stream_state_secret: str | None = None
     enable_request_id_headers: bool = False
+    # vLLM's --enable-log-requests / --max-log-len: each request at INFO, its body at DEBUG.
+    enable_log_requests: bool = False
+    max_log_len: int | None = None
     limits: Limits = field(default_factory=Limits)
 
     def __post_init__(self) -> None:

@@ -195,6 +195,8 @@ def create_gateway_app(config: ServiceConfig, gateway_config: GatewayConfig, *,
                            gateway_config.max_concurrent_streams + _NON_GENERATION_HEADROOM),
         known_paths=frozenset(_POST_ROUTES + _GET_ROUTES),
         echo_request_id=config.enable_request_id_headers,
+        log_requests=config.enable_log_requests,
+        max_log_len=config.max_log_len,
         open_paths=OPEN_PATHS | {"/ready"},
     )
     return app

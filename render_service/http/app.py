@@ -244,6 +244,8 @@ def create_app(config: ServiceConfig, *, bundle: ModelBundle | None = None) -> F
         max_concurrent=config.limits.max_concurrent_requests,
         known_paths=frozenset(_POST_ROUTES + _GET_ROUTES),
         echo_request_id=config.enable_request_id_headers,
+        log_requests=config.enable_log_requests,
+        max_log_len=config.max_log_len,
     )
     return app
 

@@ -7,6 +7,7 @@ per-request overhead stays a few function calls.
 from __future__ import annotations
 
 import hmac
+import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -18,6 +19,8 @@ from render_service.http.errors import error_body, log_client_error
 from render_service.http.metrics import METRICS, VLLM_EXCLUDED_HANDLERS, VLLM_HTTP_METRICS
 
 __all__ = ["ServiceMiddleware"]
+
+request_log = logging.getLogger("render_service.requests")
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -57,6 +60,8 @@ class ServiceMiddleware:
         known_paths: frozenset[str],
         echo_request_id: bool = False,
         open_paths: frozenset[str] = OPEN_PATHS,
+        log_requests: bool = False,
+        max_log_len: int | None = None,
     ) -> None:
         self.app = app
         self.open_paths = open_paths
@@ -70,6 +75,8 @@ class ServiceMiddleware:
         self.known_paths = known_paths
         self.echo_request_id = echo_request_id
         self.in_flight = 0
+        self.log_requests = log_requests
+        self.max_log_len = max_log_len
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -89,6 +96,8 @@ class ServiceMiddleware:
                     message = _with_request_id(scope, message)
             await send(message)
 
+        if self.log_requests and path not in self.open_paths:
+            receive = self._logging_receive(scope, receive)
         try:
             await self._dispatch(scope, receive, send_recording, path)
         finally:
@@ -140,6 +149,27 @@ class ServiceMiddleware:
                 return any(matches)
         return False
 
+    def _logging_receive(self, scope: Scope, receive: Receive) -> Receive:
+        """--enable-log-requests, as vLLM's RequestLogger: the request at INFO, its JSON body
+        (cut at --max-log-len) at DEBUG once it is read; nothing is buffered below DEBUG."""
+        request_id = _header(scope, b"x-request-id") or "-"
+        request_log.info("Received request %s: %s %s", request_id, scope["method"], scope["path"])
+        if not request_log.isEnabledFor(logging.DEBUG):
+            return receive
+        parts: list[bytes] = []
+        limit = self.max_log_len
+
+        async def logging_receive() -> Message:
+            message = await receive()
+            if message["type"] == "http.request":
+                parts.append(message.get("body", b""))
+                if not message.get("more_body"):
+                    body = b"".join(parts).decode("utf-8", "replace")
+                    request_log.debug("Request %s JSON body: %s", request_id, body[:limit] if limit else body)
+            return message
+
+        return logging_receive
+
     def _bounded_receive(self, receive: Receive) -> Receive:
         seen = 0
         limit = self.max_body_bytes
@@ -176,6 +206,13 @@ def _header_int(headers: Iterable[tuple[bytes, bytes]], wanted: bytes) -> int | 
                 return int(value)
             except ValueError:
                 return None
+    return None
+
+
+def _header(scope: Scope, wanted: bytes) -> str | None:
+    for name, value in scope["headers"]:
+        if name == wanted:
+            return str(value.decode("latin-1"))
     return None
 
 

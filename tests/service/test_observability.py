@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -173,3 +173,21 @@ def test_model_config_reads_params_json_without_mistral_mode_and_warns_with_neit
     with caplog.at_level(logging.WARNING, logger="render_service.model"):
         assert _model_config(empty) == {}
     assert "config.json" in caplog.text and "params.json" in caplog.text
+
+
+async def test_enable_log_requests_logs_request_at_info_and_body_at_debug(caplog: pytest.LogCaptureFixture) -> None:
+    app = FastAPI()
+
+    @app.post("/tokenize")
+    async def tokenize(request: Request) -> dict[str, int]:
+        return {"count": len(await request.body())}
+
+    wrapped = ServiceMiddleware(app, api_key=None, max_body_bytes=1000, max_concurrent=10,
+                                known_paths=frozenset({"/tokenize"}), log_requests=True, max_log_len=12)
+    with caplog.at_level(logging.DEBUG, logger="render_service.requests"):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=wrapped), base_url="http://t") as client:
+            await client.post("/tokenize", json={"prompt": "a long prompt here"}, headers={"X-Request-Id": "r7"})
+            await client.get("/health")  # probes are not logged
+    messages = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert messages == [(logging.INFO, "Received request r7: POST /tokenize"),
+                        (logging.DEBUG, 'Request r7 JSON body: {"prompt":"a')]
