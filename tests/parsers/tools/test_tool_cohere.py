@@ -8,6 +8,8 @@ state round-tripped, and the state stays small on a long argument and a long rea
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from parsers.chat import ChatOptions
@@ -50,6 +52,21 @@ CASES: dict[str, str] = {
     "long_reasoning": "<|START_THINKING|>" + "r " * 800 + "<|END_THINKING|><|START_RESPONSE|>ok<|END_RESPONSE|>",
 }
 
+# vLLM's own test strings (tests/parser/cohere tool-call tests), both answer framings.
+VLLM_SINGLE = ('<|START_THINKING|> i will call foo with query1<|END_THINKING|><|START_ACTION|>\n[\n'
+               '    {"tool_call_id": "0", "tool_name": "foo", "parameters": {"query": "query1"}}\n]\n'
+               "<|END_ACTION|>")
+CASES.update({
+    "vllm_single": VLLM_SINGLE,
+    "vllm_multi": '<|START_THINKING|>first I think about foo<|END_THINKING|><|START_ACTION|>\n[\n'
+    '    {"tool_call_id": "0", "tool_name": "foo", "parameters": {"query": "query1"}},\n'
+    '    {"tool_call_id": "1", "tool_name": "bar", "parameters": {"x": 42}}\n]\n<|END_ACTION|>',
+    "vllm_reasoning_only": "<|START_THINKING|>just think, no response<|END_THINKING|>",
+    **{f"vllm_citations_{tag.lower()}": "<|START_THINKING|>This is a rainbow <co>emoji: 🌈</co: 0:[1]>"
+       f"<|END_THINKING|>\n<|START_{tag}|>foo <co>bar</co: 0:[1,2],1:[3,4]><|END_{tag}|>"
+       for tag in ("RESPONSE", "TEXT")},
+})
+
 # Where melody's own stream and batch differ (its patterns search the whole buffer, so what
 # a chunk holds decides the match); ours follows its batch here, and its stream elsewhere.
 STREAM_DIVERGENCES = {
@@ -76,6 +93,18 @@ def run(request, vllm_ref):
 
 def test_batch_matches_vllm(run) -> None:
     assert assert_batches_match(run) > 40
+
+
+def test_vllm_expectations(run) -> None:
+    """vLLM's own expectations for its test strings."""
+    parser = run.parser()
+    single = parser.parse(run.cases["vllm_single"]["text"], REQUEST_ID)
+    assert single.reasoning == "i will call foo with query1"
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in single.tool_calls] == [
+        ("0", "foo", {"query": "query1"})]
+    tag = "response" if run.tool == "cohere_command3" else "text"
+    cited = parser.parse(run.cases[f"vllm_citations_{tag}"]["text"], REQUEST_ID)
+    assert (cited.reasoning, cited.content) == ("This is a rainbow emoji: 🌈", "foo bar")
 
 
 def test_model_call_ids_are_kept(run) -> None:
