@@ -42,6 +42,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "gemma4": "parsers.tools.gemma4:Gemma4ToolParser",
     "jamba": "parsers.tools.jamba:JambaToolParser",
     "hy_v3": "parsers.tools.hy_v3:HyV3ToolParser",
+    "hy_v4": "parsers.tools.hy_v4:HyV4ToolParser",
     "functiongemma": "parsers.tools.functiongemma:FunctionGemmaToolParser",
     "kimi_k2": "parsers.tools.kimi_k2:KimiK2ToolParser",
     "internlm": "parsers.tools.internlm:InternLMToolParser",
@@ -97,6 +98,8 @@ class ToolParserTraits:
     request (Muse).
     xtml: Kimi K3's `adjust_request`: special tokens kept and unspaced whenever it runs, and a
     named tool_choice without the structural tag is refused.
+    structural_tag_auto: False where the class's `get_structural_tag` builds no tag for
+    tool_choice="auto" (hy_v4: only required / named, or auto with a user format).
     """
 
     supports_required_and_named: bool = True
@@ -109,6 +112,7 @@ class ToolParserTraits:
     engine_keeps_special_tokens: bool = True
     always_keeps_special_tokens: bool = False
     xtml: bool = False
+    structural_tag_auto: bool = True
 
 
 _NATIVE_FORMAT = ToolParserTraits(supports_required_and_named=False)
@@ -166,6 +170,8 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
                                json_schema_choice=False),
     "jamba": ToolParserTraits(keeps_special_tokens=True, tool_view="presence"),
     "hy_v3": ToolParserTraits(),
+    "hy_v4": ToolParserTraits(supports_required_and_named=False, structural_tag_model="hy_v4",
+                              structural_tag_auto=False),
     # ResponseTemplateParser (hf) / BeamParser: adjust_request always keeps special tokens;
     # no call found or tool_choice="none" leave the content as the template routes it.
     "hf": _RESPONSE_TEMPLATE,

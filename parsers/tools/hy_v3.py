@@ -217,12 +217,15 @@ class HyV3ToolParser(TableToolParser):
     ) -> None:
         super().__init__(vocab, tools, max_call_chars=max_call_chars)
         self.suffix = hy_suffix(vocab)
-        self.markers = _markers(self.suffix)
+        self.table = self._build_table(self.suffix)  # the markers carry the suffix
         if vocab is not None and any(
             vocab.token_to_id(self.markers[m]) is None for m in ("tool_calls", "/tool_calls")
         ):
-            raise ParserConfigError("HYV3 Tool parser could not locate tool call start/end tokens")
-        self.table = _table(self.suffix)  # the markers carry the suffix
+            raise ParserConfigError(f"{self.name}: could not locate tool call start/end tokens")
+
+    def _build_table(self, suffix: str) -> Table:
+        self.markers = _markers(suffix)
+        return _table(suffix)
 
     @property
     def state_tag(self) -> str:

@@ -28,6 +28,7 @@ from typing import Any
 from parsers.reasoning import REASONING_KEEPS_SPECIAL_TOKENS
 from parsers.registry import reasoning_parser_names, tool_parser_names
 from parsers.tools import ToolParserTraits, tool_parser_traits
+from parsers.tools.hy_v3 import hy_suffix as _hy_suffix
 from render_service.config import TOOL_STRICT_LEVELS, ServiceConfig
 from render_service.errors import BadRequestError, ConfigError, NotImplementedFeatureError
 from render_service.protocol import vllm_validation_error
@@ -194,7 +195,9 @@ class ParserSupport:
         user = _requested_constraint(request)  # vLLM extracts it before deciding anything
         if spec.structural_tag_model is not None:
             level = self.tool_strict_level or spec.default_tool_strict_level
-            return _structural_tag_changes(request, spec.structural_tag_model, user, level)
+            suffix = _hy_suffix(self._vocab) if spec.structural_tag_model == "hy_v4" else ""
+            return _structural_tag_changes(request, spec.structural_tag_model, user, level,
+                                           token_suffix=suffix, tag_on_auto=spec.structural_tag_auto)
         if choice == "auto" or not spec.json_schema_choice:
             return {}
         if request.structured_outputs is not None and request.structured_outputs.get("structural_tag") is not None:
@@ -281,7 +284,8 @@ def _calls_tools(choice: Any) -> bool:
 
 
 def _structural_tag_changes(
-    request: Any, model: str, user: dict[str, Any] | None, strict_level: str | None
+    request: Any, model: str, user: dict[str, Any] | None, strict_level: str | None,
+    *, token_suffix: str = "", tag_on_auto: bool = True,
 ) -> dict[str, Any]:
     """vLLM's `DelegatingParser._apply_structural_tag` (see render_service/render/structural_tags.py).
 
@@ -310,13 +314,17 @@ def _structural_tag_changes(
         if user_format is None:
             return {}  # xgrammar rejects the user's constraint: it applies alone
         simple_choice = "required"  # "a call or the user's format", never free text
+    if simple_choice == "auto" and not tag_on_auto:
+        return {}  # the parser's get_structural_tag builds none for auto (hy_v4)
     if simple_choice == "forced":
         tools = [tool for tool in tools if tool.name == choice.function.name]
         if not tools:  # reachable from Messages, whose tool_choice skips the chat validator
             raise BadRequestError(f"The tool with name '{choice.function.name}' is not found in the tools list.")
         if len(tools) != 1:
+            if not tag_on_auto:  # hy_v4's get_structural_tag catches the builder's error: no tag
+                return {}
             raise BadRequestError("Forced tool choice must resolve to exactly one tool.")
-    tag_format = tool_call_format(model, tools, simple_choice, single_call)
+    tag_format = tool_call_format(model, tools, simple_choice, single_call, token_suffix)
     if user_format is not None:
         tag_format = {"type": "or", "elements": [tag_format, user_format]}
     return {"structured_outputs": {"structural_tag": dump_structural_tag(tag_format)}, "response_format": None}

@@ -82,8 +82,13 @@ def dump_structural_tag(tag_format: dict[str, Any]) -> str:
     return json.dumps({"type": "structural_tag", "format": tag_format})
 
 
-def tool_call_format(model: str, tools: Sequence[TagTool], choice: str, single_call: bool) -> dict[str, Any]:
-    """The tool-call format of `model` ("forced": `tools` is the one named tool)."""
+def tool_call_format(
+    model: str, tools: Sequence[TagTool], choice: str, single_call: bool, token_suffix: str = ""
+) -> dict[str, Any]:
+    """The tool-call format of `model` ("forced": `tools` is the one named tool); `token_suffix`
+    is the checkpoint's marker suffix, which only hy_v4's builder takes (as in vLLM)."""
+    if model == "hy_v4":
+        return _hy_v4(list(tools), choice, single_call, token_suffix)
     return _BUILDERS[model](list(tools), choice, single_call)
 
 
@@ -461,6 +466,32 @@ def _mimo(tools: list[TagTool], choice: str, single_call: bool) -> dict[str, Any
                       excludes=["<think>", "</think>", "</tool_call>", "<function="])  # fmt: skip
 
 
+def _hy_v4(tools: list[TagTool], choice: str, single_call: bool, suffix: str = "") -> dict[str, Any]:
+    """vLLM's own "hy_v4" builder: the skeleton only (names, keys, tag order), values free
+    text; required keys in order, then any optional ones any number of times."""
+    m = {t: (f"<{t}{suffix}>", f"</{t}{suffix}>") for t in ("tool_calls", "tool_call", "arg_key", "arg_value")}
+
+    def pair(key: str) -> dict[str, Any]:
+        return _sequence(_const(m["arg_key"][0]), _const(key), _const(m["arg_key"][1]),
+                         _const(m["arg_value"][0]), _any_text(), _const(m["arg_value"][1]))  # fmt: skip
+
+    def call(tool: TagTool) -> dict[str, Any]:
+        params = tool.parameters if isinstance(tool.parameters, dict) else {}
+        properties, required = params.get("properties") or {}, params.get("required") or []
+        keys = [k for k in properties if k in set(required)] + [k for k in required if k not in properties]
+        elements = [pair(k) for k in keys]
+        optional = [pair(k) for k in properties if k not in set(required)]
+        if optional:
+            elements.append({"type": "star", "content": _one_or_any(optional)})
+        content = _sequence(*elements) if elements else _any_text()
+        return _tag(m["tool_call"][0] + tool.name, content, m["tool_call"][1])
+
+    calls = _separated([call(t) for t in tools], "", single_call or choice == "forced")
+    if choice == "auto":
+        return _triggered([m["tool_calls"][0]], [_tag(m["tool_calls"][0], calls, m["tool_calls"][1])], single_call)
+    return _sequence(_const(m["tool_calls"][0]), calls, _const(m["tool_calls"][1]))
+
+
 _BUILDERS: dict[str, Callable[[list[TagTool], str, bool], dict[str, Any]]] = {
     "glm_4_7": _glm_4_7,
     "minimax": _minimax,
@@ -479,5 +510,6 @@ _BUILDERS: dict[str, Callable[[list[TagTool], str, bool], dict[str, Any]]] = {
     ),
     "deepseek_v3_1": _deepseek(lambda name: f"{_DS_CALL_BEGIN}{name}{_DS_SEP}", _DS_CALL_END, ""),
     "plamo3": _plamo3,
+    "hy_v4": _hy_v4,
 }
 STRUCTURAL_TAG_MODELS = frozenset(_BUILDERS)

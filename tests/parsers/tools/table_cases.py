@@ -83,6 +83,11 @@ _HY = "<tool_call>f<tool_sep><arg_key>a</arg_key> <arg_value>1</arg_value></tool
 CASES["hy_v3"] = lambda: (_hy4_vocab(), [
     "Hi <tool_calls>" + _HY + " x " + _HY.replace("</tool_call>", ""), "<tool_calls><tool_call>g</tool_calls>",
 ])
+_HY4 = "<tool_call>f<arg_key>a</arg_key><arg_value>1</arg_value></tool_call>"
+CASES["hy_v4"] = lambda: (_hy4_vocab(), [
+    "Hi <tool_calls>" + _HY4 + " x " + _HY4.replace("</tool_call>", ""), "</tool_calls> <tool_calls><tool_call> </tool_call>",
+    "<tool_calls>" + _HY4 + "</tool_calls> after <tool_call>g</tool_call>", "a<tool_calls></tool_calls>b",
+])
 
 
 def _hy4_vocab():  # a Hy vocabulary whose markers carry no suffix
