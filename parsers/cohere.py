@@ -240,10 +240,11 @@ class CohereMachine:
                 return
             if marker is not None:
                 new_mode = self.markers[marker]
+                if idx:  # the text before a marker is read as the end of its mode
+                    self._handle(run, f["mode"], buf[:idx], final=True)
+                f["cit"] = None  # an open citation ends with its mode
                 if new_mode == REASON:
                     f["lt"] = True
-                if idx:
-                    self._handle(run, f["mode"], buf[:idx], final=False)
                 f["buf"] = buf[idx + len(marker) :]
                 f["mode"] = new_mode
                 continue
@@ -258,7 +259,11 @@ class CohereMachine:
             return 0
         if mode == ACTION:
             return self._actions(run, s)
-        return self._grounded(run, mode, s, final=final)
+        used = self._grounded(run, mode, s, final=final)
+        while final and 0 < used < len(s):  # at its end, all of the text is read
+            s = s[used:]
+            used = self._grounded(run, mode, s, final=True)
+        return used
 
     # -- answer / reasoning text --------------------------------------------------------------
 
@@ -275,7 +280,8 @@ class CohereMachine:
         if text is None or (not text and not cited):
             if not send or not final or f["cit"] is not None:
                 return left + used
-            text = send
+            run.text(mode, send)
+            return len(s)
         run.text(mode, text)
         return left + used
 
@@ -290,9 +296,13 @@ class CohereMachine:
             return None, 0, 0
         last, last_end = _element(s, _CIT_CLOSE)
         if len(_CIT_OPEN) + first != first_end:
-            # Not a `<co>` tag (`<code>`, `<co: 0>`): plain text up to a closing tag.
-            stop = last if last > 0 else len(s)
-            return (s[:stop], stop, 0) if stop else (None, 0, 0)
+            # Not a `<co>` tag (`<code>`, `<co: 0>`): plain text up to the next tag.
+            stops = [i for i in (last, s.find(_CIT_OPEN, first + 1)) if i > 0]
+            stop = min(stops) if stops else len(s)
+            more, used, cited = self._citations(run, s[stop:])
+            if more is None:
+                return s[:stop], stop, 0
+            return s[:stop] + more, stop + used, cited
         if last == -1 or last_end == -1:
             if last_end == -1:
                 text, used = self._open_citation(run, s, first, first_end, last)
