@@ -295,6 +295,8 @@ class CohereMachine:
         if first_end == -1:
             return None, 0, 0
         last, last_end = _element(s, _CIT_CLOSE)
+        if last != -1 and last_end != -1 and first_end > last:
+            return None, 0, 0  # a closing tag before the opening one
         if len(_CIT_OPEN) + first != first_end:
             # Not a `<co>` tag (`<code>`, `<co: 0>`): plain text up to the next tag.
             stops = [i for i in (last, s.find(_CIT_OPEN, first + 1)) if i > 0]
@@ -308,8 +310,6 @@ class CohereMachine:
                 text, used = self._open_citation(run, s, first, first_end, last)
                 if text:
                     return text, used, 0
-            return None, 0, 0
-        if first_end > last:
             return None, 0, 0
         text = s[:first] + s[first_end + 1 : last]
         cit = f["cit"]
