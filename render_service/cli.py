@@ -15,10 +15,12 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from render_service import __version__
 from render_service.config import (
     ANTHROPIC_DISABLED_EFFORTS,
     EMBEDDED_DEFAULT_PARSERS,
     TOOL_STRICT_LEVELS,
+    HttpOptions,
     Limits,
     ServiceConfig,
     parse_json_flag,
@@ -33,6 +35,10 @@ SECRET_ENV = "RENDER_SERVICE_STREAM_STATE_SECRET"
 DEFAULT_MODEL_PARSERS = EMBEDDED_DEFAULT_PARSERS
 
 log = logging.getLogger("render_service")
+
+# `serve` and `gateway` both default to vLLM's port 8000 (each replaces a vLLM server on its
+# host); run them on one host with different --port values.
+SERVE_DEFAULT_PORT = 8000
 
 
 class _EnvValue(str):
@@ -132,8 +138,12 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trust-request-mm-kwargs", action="store_true",
                    default=_env_flag("trust_request_mm_kwargs"))
     p.add_argument("--default-chat-template-kwargs", default=_env_default("default_chat_template_kwargs"))
-    p.add_argument("--reasoning-parser", default=_env_default("reasoning_parser"))
-    p.add_argument("--tool-call-parser", default=_env_default("tool_call_parser"))
+    from parsers import registry
+
+    p.add_argument("--reasoning-parser", default=_env_default("reasoning_parser"),
+                   help="one of: " + ", ".join(sorted(registry.reasoning_parser_names())) + "; or none")
+    p.add_argument("--tool-call-parser", default=_env_default("tool_call_parser"),
+                   help="one of: " + ", ".join(sorted(registry.tool_parser_names())) + "; or none")
     p.add_argument("--tool-strict-level", default=_env_default("tool_strict_level"), choices=TOOL_STRICT_LEVELS,
                    help="floor for tool-call structural tags: auto (per request), function (constrain every "
                         "call envelope) or parameter (every tool strict); default: the parser's (auto)")
@@ -186,7 +196,8 @@ _LIMIT_OPTIONS = (
 
 def _add_server_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default=_env_default("host", "127.0.0.1"))
-    p.add_argument("--port", type=INT, default=_env_default("port", 8000))
+    p.add_argument("--port", type=INT, default=_env_default("port", SERVE_DEFAULT_PORT),
+                   help="listening port; serve and gateway both default to vLLM's 8000")
     p.add_argument("--workers", type=INT, default=_env_default("workers", 1),
                    help="worker processes (uvicorn workers sharing the port)")
     p.add_argument("--renderer-num-workers", type=INT, default=_env_default("renderer_num_workers", 1),
@@ -198,18 +209,119 @@ def _add_server_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--enable-request-id-headers", action="store_true",
                    default=_env_flag("enable_request_id_headers"))
     p.add_argument("--log-level", default=_env_default("log_level", "info"))
+    _add_uvicorn_flags(p)
     limits = Limits()
     for flag, field_name, kind in _LIMIT_OPTIONS:
         env_name = flag.removeprefix("--").replace("-", "_")
         p.add_argument(flag, type=kind, dest=env_name, default=_env_default(env_name, getattr(limits, field_name)))
 
 
+def _add_uvicorn_flags(p: argparse.ArgumentParser) -> None:
+    """vLLM's HTTP-server flags, handed to uvicorn as `vllm launch render` does."""
+    p.add_argument("--uvicorn-log-level", default=_env_default("uvicorn_log_level", "info"),
+                   choices=("critical", "error", "warning", "info", "debug", "trace"))
+    p.add_argument("--disable-uvicorn-access-log", action="store_true",
+                   default=_env_flag("disable_uvicorn_access_log"))
+    p.add_argument("--ssl-keyfile", default=_env_default("ssl_keyfile"))
+    p.add_argument("--ssl-certfile", default=_env_default("ssl_certfile"))
+    p.add_argument("--ssl-ca-certs", default=_env_default("ssl_ca_certs"))
+    p.add_argument("--ssl-cert-reqs", type=INT, default=_env_default("ssl_cert_reqs", 0),
+                   help="whether a client certificate is required (see the stdlib ssl module)")
+    p.add_argument("--ssl-ciphers", default=_env_default("ssl_ciphers"))
+    p.add_argument("--root-path", default=_env_default("root_path"),
+                   help="FastAPI root_path when behind a path-based routing proxy")
+    p.add_argument("--h11-max-incomplete-event-size", type=INT,
+                   default=_env_default("h11_max_incomplete_event_size", 4 * 1024 * 1024))
+
+
+_NO_EFFECT_DEST = "vllm_no_effect__"
+
+
+def _add_vllm_flags(p: argparse.ArgumentParser) -> None:
+    """Accept every other option of `vllm launch render` 0.33 (render_service.vllm_flags).
+
+    A spelling we define is ours; the other spellings of a switch we define (vLLM's --no-x /
+    --disable-x) turn it off. The rest have no effect on a render tier: they are recorded under
+    a private dest and logged once at start-up (`no_effect_flags`).
+    """
+    from render_service.vllm_flags import VLLM_RENDER_OPTIONS
+
+    group = p.add_argument_group("vLLM flags with no effect on a render tier (accepted, logged once)")
+    defined = p._option_string_actions
+    for entry in VLLM_RENDER_OPTIONS:
+        kind = entry[-1] if entry[-1] in "=+?" else ""
+        spellings = entry.rstrip("=+?").split(",")
+        ours = next((defined[s] for s in spellings if s in defined), None)
+        missing = [s for s in spellings if s not in defined]
+        if not missing:
+            continue
+        if ours is not None:  # e.g. --disable-auto-tool-choice next to our --enable-auto-tool-choice
+            if kind == "" and isinstance(ours, argparse._StoreTrueAction):
+                p.add_argument(*missing, dest=ours.dest, action="store_false", help=argparse.SUPPRESS)
+            continue
+        options: dict[str, Any] = {"dest": _NO_EFFECT_DEST + spellings[0].lstrip("-"),
+                                   "default": argparse.SUPPRESS, "help": argparse.SUPPRESS}
+        if kind == "":
+            options["action"] = "store_true"
+        elif kind in "+?":
+            options["nargs"] = "+" if kind == "+" else "?"
+        group.add_argument(*spellings, **options)
+
+
+def _has_default(action: argparse.Action) -> bool:
+    return action.default not in (None, argparse.SUPPRESS, False, [], "")
+
+
+class _DefaultsFormatter(argparse.HelpFormatter):
+    """Help lines end with the option's default, when it has one."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if _has_default(action) and "%(default)" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+def _show_defaults(p: argparse.ArgumentParser) -> None:
+    """Options without help text still show their default (argparse skips empty help)."""
+    for action in p._actions:
+        if action.help is None and _has_default(action):
+            action.help = "default: %(default)s"
+
+
+# vLLM flags that would change output but that we cannot honour: refused, never ignored.
+_REFUSED_VLLM_FLAGS = {
+    "config": "vLLM's YAML file of flags is not read by serve; pass the flags themselves",
+    "tool-parser-plugin": "plugins are vLLM Python classes; use a registered --tool-call-parser",
+    "reasoning-parser-plugin": "plugins are vLLM Python classes; use a registered --reasoning-parser",
+}
+
+
+def _refuse_unsupported(args: argparse.Namespace) -> None:
+    for name, reason in _REFUSED_VLLM_FLAGS.items():
+        if getattr(args, _NO_EFFECT_DEST + name, None):
+            raise ConfigError(f"--{name}: {reason}")
+
+
+def no_effect_flags(args: argparse.Namespace) -> list[str]:
+    """The vLLM flags given that a render tier does not use (for the start-up warning)."""
+    return sorted("--" + name.removeprefix(_NO_EFFECT_DEST) for name in vars(args) if name.startswith(_NO_EFFECT_DEST))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="render-service", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="serve /render, /derender, /tokenize, ... (a drop-in for `vllm launch render`)")
+    serve = sub.add_parser(
+        "serve", formatter_class=_DefaultsFormatter,
+        help=f"serve /render, /derender, /tokenize, ... (a drop-in for `vllm launch render`; "
+             f"default port {SERVE_DEFAULT_PORT})")
     _add_model_flags(serve)
     _add_server_flags(serve)
+    serve.add_argument("--model", dest="model_option", default=None,
+                       help="the model, as vLLM's --model (the positional MODEL wins)")
+    _add_vllm_flags(serve)
+    _show_defaults(serve)
     from render_service.gateway.cli import add_gateway_parser
 
     add_gateway_parser(sub, _add_model_flags, _add_server_flags)
@@ -276,6 +388,7 @@ def _max_images(args: argparse.Namespace) -> int:
 
 
 def config_from_args(args: argparse.Namespace) -> ServiceConfig:
+    _refuse_unsupported(args)
     limits = Limits(**{
         field_name: getattr(args, flag.removeprefix("--").replace("-", "_")) for flag, field_name, _ in _LIMIT_OPTIONS
     } | {"max_images": _max_images(args)})
@@ -311,13 +424,25 @@ def config_from_args(args: argparse.Namespace) -> ServiceConfig:
         workers=args.workers,
         stream_state_secret=_read_secret(args.stream_state_secret_file),
         enable_request_id_headers=args.enable_request_id_headers,
+        http=HttpOptions(
+            uvicorn_log_level=args.uvicorn_log_level,
+            access_log=not args.disable_uvicorn_access_log,
+            ssl_keyfile=args.ssl_keyfile,
+            ssl_certfile=args.ssl_certfile,
+            ssl_ca_certs=args.ssl_ca_certs,
+            ssl_cert_reqs=args.ssl_cert_reqs,
+            ssl_ciphers=args.ssl_ciphers,
+            root_path=args.root_path or "",
+            h11_max_incomplete_event_size=args.h11_max_incomplete_event_size,
+        ),
         limits=limits,
         **_parser_settings(args),
     )
-    if args.model is None:  # the embedded default, with its family's parsers unless overridden
+    model = args.model if args.model is not None else getattr(args, "model_option", None)
+    if model is None:  # the embedded default, with its family's parsers unless overridden
         config = ServiceConfig.embedded_default(**options)
     else:
-        config = ServiceConfig(model=args.model, **options)
+        config = ServiceConfig(model=model, **options)
     _check_parser_names(config.reasoning_parser, config.tool_call_parser)
     return config
 
@@ -340,6 +465,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     args = parser.parse_args(argv)  # a bad flag or variable value exits 2 with usage
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    ignored = no_effect_flags(args)
+    if ignored:
+        log.warning("these vLLM flags have no effect on a render tier (no engine runs here): %s", " ".join(ignored))
     try:
         config = _with_process_secret(config_from_args(args))
         if args.command == "gateway":
@@ -349,7 +477,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             from render_service.http.server import serve
 
-            serve(config, args.log_level)
+            serve(config)
     except ConfigError as exc:
         print(f"render-service: error: {exc.message}", file=sys.stderr)
         return 2

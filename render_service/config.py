@@ -17,6 +17,7 @@ from render_service.errors import ConfigError
 
 __all__ = [
     "EMBEDDED_DEFAULT_PARSERS",
+    "HttpOptions",
     "REASONING_EFFORTS",
     "TOOL_STRICT_LEVELS",
     "Limits",
@@ -72,6 +73,35 @@ class Limits:
             floor = 0 if name == "max_images" else 1
             if type(value) is not int or value < floor:
                 raise ConfigError(f"{flag} must be an integer >= {floor}, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class HttpOptions:
+    """vLLM's HTTP-server flags, passed to uvicorn and FastAPI as `vllm launch render` does."""
+
+    uvicorn_log_level: str = "info"
+    access_log: bool = True  # --disable-uvicorn-access-log turns it off
+    ssl_keyfile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_ca_certs: str | None = None
+    ssl_cert_reqs: int = 0  # ssl.CERT_NONE; 2 (CERT_REQUIRED) asks clients for a certificate
+    ssl_ciphers: str | None = None
+    root_path: str = ""
+    h11_max_incomplete_event_size: int = 4 * 1024 * 1024
+
+    def uvicorn_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "log_level": self.uvicorn_log_level,
+            "access_log": self.access_log,
+            "ssl_keyfile": self.ssl_keyfile,
+            "ssl_certfile": self.ssl_certfile,
+            "ssl_ca_certs": self.ssl_ca_certs,
+            "ssl_cert_reqs": self.ssl_cert_reqs,
+            "h11_max_incomplete_event_size": self.h11_max_incomplete_event_size,
+        }
+        if self.ssl_ciphers:
+            kwargs["ssl_ciphers"] = self.ssl_ciphers
+        return kwargs
 
 
 # Limits field -> its flag, for start-up messages.
@@ -150,6 +180,7 @@ class ServiceConfig:
     # vLLM's --enable-log-requests / --max-log-len: each request at INFO, its body at DEBUG.
     enable_log_requests: bool = False
     max_log_len: int | None = None
+    http: HttpOptions = field(default_factory=HttpOptions)
     limits: Limits = field(default_factory=Limits)
 
     def __post_init__(self) -> None:
@@ -255,6 +286,7 @@ def config_to_json(config: ServiceConfig) -> str:
 def config_from_json(raw: str) -> ServiceConfig:
     data: dict[str, Any] = json.loads(raw)
     data["limits"] = Limits(**data.get("limits", {}))
+    data["http"] = HttpOptions(**data.get("http", {}))
     for name in ("served_model_name", "allowed_media_domains"):  # JSON has no tuples
         data[name] = tuple(data.get(name, ()))
     return ServiceConfig(**data)

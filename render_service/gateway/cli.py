@@ -53,7 +53,8 @@ def add_gateway_parser(subparsers: Any, add_model_flags: AddFlags, add_server_fl
                        ) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "gateway", help="serve /v1/chat/completions and /v1/completions in front of "
-                        "`vllm serve --tokens-only` engines (collocated or prefill/decode)")
+                        "`vllm serve --tokens-only` engines (collocated or prefill/decode); "
+                        "default port 8000, as serve: give one of them another --port on a shared host")
     add_model_flags(p)
     add_server_flags(p)
     g = p.add_argument_group("gateway")
@@ -123,5 +124,5 @@ def run_gateway(config: ServiceConfig, args: argparse.Namespace) -> None:
         log.warning("the gateway runs one process (routing state is per process); ignoring --workers")
     app = create_gateway_app(config, gateway_config)
     gateway_startup_log(config, app)
-    uvicorn.run(app, host=config.host, port=config.port, log_level=args.log_level)
+    uvicorn.run(app, host=config.host, port=config.port, **config.http.uvicorn_kwargs())
 

@@ -227,7 +227,8 @@ def create_app(config: ServiceConfig, *, bundle: ModelBundle | None = None) -> F
         yield
         await service.close()
 
-    app = FastAPI(title="render-service", version=__version__, lifespan=lifespan)
+    app = FastAPI(title="render-service", version=__version__, lifespan=lifespan,
+                  root_path=config.http.root_path)  # vLLM: app.root_path = --root-path
     app.state.service = service
     install_error_handlers(app)
     _add_core_routes(app, service)

@@ -20,15 +20,16 @@ from render_service.model import ModelBundle
 __all__ = ["serve"]
 
 
-def serve(config: ServiceConfig, log_level: str) -> None:
+def serve(config: ServiceConfig) -> None:
+    """Serve with vLLM's uvicorn options (--uvicorn-log-level, TLS, access log; HttpOptions)."""
     if config.workers == 1:
         app = create_app(config)  # loads the model: a bad folder or template fails here
         log_startup_summary("serve", config, app.state.service.renderer._bundle)
-        uvicorn.run(app, host=config.host, port=config.port, log_level=log_level)
+        uvicorn.run(app, host=config.host, port=config.port, **config.http.uvicorn_kwargs())
         return
     bundle = ModelBundle.load(config)  # fail once, in the parent, before forking workers
     log_startup_summary("serve", config, bundle)
     os.environ[CONFIG_ENV] = config_to_json(config)
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="render-service-metrics-"))
     uvicorn.run("render_service.http.app:app_from_env", factory=True, host=config.host, port=config.port,
-                workers=config.workers, log_level=log_level)
+                workers=config.workers, **config.http.uvicorn_kwargs())
