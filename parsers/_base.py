@@ -106,6 +106,10 @@ class ReasoningParser(abc.ABC):
     @abc.abstractmethod
     def state_type(cls) -> type[JsonState]: ...
 
+    def for_tool_parser(self, tool_parser: ToolParser) -> ReasoningParser:
+        """This parser as composed with `tool_parser` (itself, unless a family says otherwise)."""
+        return self
+
 
 @dataclass(frozen=True, slots=True)
 class ToolParseResult:

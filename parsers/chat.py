@@ -186,6 +186,9 @@ class ChatParser:
         )
         self.named_tool = options.named_tool
         self.mode, self.forced_fallback = self._decide_mode()
+        if reasoning_parser is not None and self.tool_parser is not None and self.mode is ChatMode.AUTO:
+            # A reasoning parser may hand a tool parser of its family its framed text (Muse).
+            self.reasoning_parser = reasoning_parser.for_tool_parser(self.tool_parser)
         if self.mode is ChatMode.SUPPRESS and self.tool_parser is not None and self.tool_parser.tools:
             # vLLM's engine ignores call events only when the request has tools; without
             # them it parses as "auto" and DelegatingParser keeps just the content.

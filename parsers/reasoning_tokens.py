@@ -60,6 +60,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+import regex as re
+
 from parsers._base import ReasoningParser
 from parsers._errors import ParserConfigError, StateError
 from parsers._state import JsonState
@@ -577,6 +579,38 @@ class _HarmonyCounter(ReasoningTokenCounter):
         return state.replace(depth=sub, held=head, count=count, phase=phase, ended=fixed)
 
 
+# Muse Spark (MuseReasoningParser.count_reasoning_tokens): a `<|message|>` token opens a body,
+# counted when the text since the last marker ends in no `to=RCPT` or `to=self`; `<|eom|>` /
+# `<|eot|>` / `<|start|>` end it. The header text is kept as a window (recipients are short).
+_MUSE_RCPT = re.compile(r"to=(?P<recipient>[^\s<]+)\s*$")
+_MUSE_WINDOW = 512
+
+
+class _MuseCounter(ReasoningTokenCounter):
+    def __init__(self, vocab: Any, decode_piece: Callable[[int], str]) -> None:
+        ids = {m: vocab.token_to_id(m) for m in ("<|message|>", "<|eom|>", "<|eot|>", "<|start|>")}
+        self.message_id = ids.pop("<|message|>")
+        self.boundary_ids = frozenset(i for i in ids.values() if i is not None)
+        self.decode_piece = decode_piece
+
+    def fold(self, state: ReasoningCount, token_ids: Sequence[int], text: str = ""
+             ) -> ReasoningCount:
+        state = self.check(state)
+        count, inside, header = state.count, state.depth, state.held
+        for token_id in token_ids:
+            if token_id == self.message_id:
+                found = _MUSE_RCPT.search(header)
+                inside = int(found is None or found.group("recipient") == "self")
+                header = ""
+            elif token_id in self.boundary_ids:
+                inside, header = 0, ""
+            else:
+                if inside:
+                    count += 1
+                header = (header + self.decode_piece(token_id))[-_MUSE_WINDOW:]
+        return state.replace(depth=inside, held=header, count=count)
+
+
 def reasoning_token_counter(parser: ReasoningParser,
                             decode_piece: Callable[[int], str] | None = None
                             ) -> ReasoningTokenCounter:
@@ -591,6 +625,8 @@ def reasoning_token_counter(parser: ReasoningParser,
         return ReasoningTokenCounter()
     if name == "openai_gptoss":
         return _HarmonyCounter(decode_piece or _vocab_decoder(parser.vocab))
+    if name in ("muse", "musespark1x"):
+        return _MuseCounter(parser.vocab, decode_piece or _vocab_decoder(parser.vocab))
     if name in ("deepseek_r1", "deepseek_v3"):
         if not getattr(parser, "thinking", True):
             return ReasoningTokenCounter()  # deepseek_v3 thinking off: IdentityReasoningParser

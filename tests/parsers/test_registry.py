@@ -29,9 +29,7 @@ PENDING_TOOL_PARSERS = frozenset({
     "minicpm5",
 })
 PENDING_REASONING_PARSERS = frozenset({
-    "muse",
     "muse_glimmer",
-    "musespark1x",
 })
 
 
