@@ -4,6 +4,7 @@ vLLM 0.33's chat serving reports `parser.count_reasoning_tokens(generated_ids)` 
 reasoning parser is configured. What that method is depends on the family (vLLM's
 ReasoningParserManager, checked in the reference venv):
 
+* `muse` / `musespark1x`: the tokens of bare and `to=self` bodies (`_MuseCounter`).
 * `granite`, `minimax_m2_append_think`, and `deepseek_v3` with thinking off
   (`IdentityReasoningParser`): the base method, always 0; `minimax_m3`: the depth counter
   below over `<mm:think>`, starting at depth 1 when `thinking_mode` is "enabled".
