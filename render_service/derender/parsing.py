@@ -90,6 +90,7 @@ class ParserFactory:
                 settings.chat_template_kwargs,
                 special_tokens=self._special_tokens,
                 **self._template_for(reasoning_cls),
+                **_tool_request_for(reasoning_cls, settings),
             )
         tool = None
         if self.tool_name:
@@ -127,3 +128,11 @@ class ParserFactory:
         options = {"special_tokens": self._special_tokens, "skip_reasoning_parsing": not self.reasoning_name,
                    "chat_template_kwargs": settings.chat_template_kwargs}  # fmt: skip
         return {k: v for k, v in options.items() if k in accepted}
+
+
+def _tool_request_for(cls: type, settings: ChatSettings) -> dict[str, Any]:
+    """The request's tools (present or not) and tool_choice, for a reasoning parser whose vLLM
+    class reads them off the request (kimi_k3 keeps the tools channel raw for the tool parser)."""
+    if not getattr(cls, "takes_tool_request", False):
+        return {}
+    return {"request_tools": bool(tools_for_parser(settings.tools)), "tool_choice": settings.tool_choice}

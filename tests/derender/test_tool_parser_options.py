@@ -20,6 +20,7 @@ from render_service.config import ServiceConfig
 from render_service.derender_api import Derenderer
 from render_service.model import ModelBundle
 
+from ..parsers.family_tokenizers import family_tokenizer
 from ..parsers.tokenizers_util import mistral_like, qwen3
 from ..parsers.vllm_ref import VllmRef
 from .conftest import SECRET, _BundleRenderer
@@ -52,12 +53,21 @@ CODER_OUTPUTS = [
     f"  Hi  \n{CODER_CALL}  \n",
     "x<|im_end|>y",
 ]
+_K3_CALL = ('<|open|>tools<|sep|><|open|>call tool="get_weather" index="1"<|sep|><|open|>argument key="city" '
+            'type="string"<|sep|>Paris<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>')
+K3_OUTPUTS = [  # kimi_k3: the reasoning parser keeps the tools channel raw only with tools
+    f"<|open|>think<|sep|>plan<|close|>think<|sep|><|open|>response<|sep|>Hi<|close|>response<|sep|>{_K3_CALL}"
+    "<|close|>message<|sep|>",
+    "<|open|>think<|sep|>r<|close|>think<|sep|><|open|>response<|sep|>Just text<|close|>response<|sep|>",
+    f"Checking.<|close|>response<|sep|>{_K3_CALL}",
+]
 # (tool parser, reasoning parser or None, tokenizer bundle, outputs)
 SETUPS = [
     ("mistral", None, mistral_like, MISTRAL_OUTPUTS),
     ("mistral", "mistral", mistral_like, MISTRAL_OUTPUTS),
     ("qwen3_coder", None, qwen3, CODER_OUTPUTS),
     ("qwen3_coder", "qwen3", qwen3, CODER_OUTPUTS),
+    ("kimi_k3", "kimi_k3", lambda: family_tokenizer("tool", "kimi_k3"), K3_OUTPUTS),
 ]
 TOOL_CHOICES = ["auto", "none"]
 PROMPT = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
