@@ -7,7 +7,7 @@ module only when its name is asked for, so one broken family never breaks the ot
 
 from __future__ import annotations
 
-__all__ = ["REASONING_PARSER_MODULES", "REASONING_KEEPS_SPECIAL_TOKENS"]
+__all__ = ["REASONING_PARSER_MODULES", "REASONING_KEEPS_SPECIAL_TOKENS", "REASONING_UNSPACES_SPECIAL_TOKENS"]
 
 REASONING_PARSER_MODULES: dict[str, str] = {
     "hf": "parsers.reasoning.hf:HfReasoningParser",
@@ -59,3 +59,7 @@ REASONING_KEEPS_SPECIAL_TOKENS: frozenset[str] = frozenset(
     {"qwen3", "glm45", "glm47", "mistral", "nemotron_v3", "granite_thinking_parser", "minicpmv", "gemma4", "kimi_k2", "minimax_m2", "plamo3", "seed_oss", "step3p5", "deepseek_v4", "deepseek_v41", "ling3", "mimo",
      "inkling", "kimi_k3", "muse", "musespark1x"}
 )
+
+# Reasoning families whose `adjust_request` also sets spaces_between_special_tokens=False
+# (Kimi K3: its XTML markers are special tokens read as contiguous text).
+REASONING_UNSPACES_SPECIAL_TOKENS: frozenset[str] = frozenset({"kimi_k3"})

@@ -25,7 +25,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from parsers.reasoning import REASONING_KEEPS_SPECIAL_TOKENS
+from parsers.reasoning import REASONING_KEEPS_SPECIAL_TOKENS, REASONING_UNSPACES_SPECIAL_TOKENS
 from parsers.registry import reasoning_parser_names, tool_parser_names
 from parsers.tools import ToolParserTraits, tool_parser_traits
 from parsers.tools.hy_v3 import hy_suffix as _hy_suffix
@@ -123,10 +123,15 @@ class ParserSupport:
         changes: dict[str, Any] = {}
         if self.reasoning_parser in REASONING_KEEPS_SPECIAL_TOKENS:
             changes["skip_special_tokens"] = False
+        if self.reasoning_parser in REASONING_UNSPACES_SPECIAL_TOKENS:
+            changes["spaces_between_special_tokens"] = False
         spec = self.tool_spec
         if spec is None:
             return changes
         changes.update(self._tool_constraints(request, spec))
+        if spec.xtml:
+            _check_xtml_named_choice(request, changes)
+            changes.update(skip_special_tokens=False, spaces_between_special_tokens=False)
         if (spec.engine_based and spec.engine_keeps_special_tokens) or spec.always_keeps_special_tokens or (
             spec.keeps_special_tokens and request.tools and request.tool_choice != "none"
         ):
@@ -276,6 +281,22 @@ def _unsupported_tool_guarantee(request: Any) -> tuple[str, str] | None:
     if getattr(request, "parallel_tool_calls", True) is False:
         return "parallel_tool_calls=False", "parallel_tool_calls"
     return None
+
+
+def _check_xtml_named_choice(request: Any, changes: dict[str, Any]) -> None:
+    """KimiK3ToolParser.adjust_request: a named tool_choice needs the XTML structural tag
+    (the request's own, or the one just built)."""
+    choice = request.tool_choice
+    if choice is None or isinstance(choice, str):
+        return
+    structured = changes.get("structured_outputs", request.structured_outputs)
+    if structured is None or structured.get("structural_tag") is None:
+        raise vllm_validation_error(
+            "Named tool choice for Kimi K3 requires strict tool calling "
+            "(VLLM_ENFORCE_STRICT_TOOL_CALLING) so the XTML structural "
+            'tag can force the call. Otherwise use `tool_choice` set to "auto", "required", or "none".',
+            parameter="tool_choice", value=choice,
+        )
 
 
 def _calls_tools(choice: Any) -> bool:

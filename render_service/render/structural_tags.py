@@ -270,8 +270,8 @@ _HARMONY_CALL_BEGINS = (
 _HARMONY_FINAL = "<|channel|>final{constrain}<|message|>"
 
 
-def _any_text() -> dict[str, Any]:
-    return {"type": "any_text", "excludes": [], "max_tokens": None, "max_chars": None}
+def _any_text(*excludes: str) -> dict[str, Any]:
+    return {"type": "any_text", "excludes": list(excludes), "max_tokens": None, "max_chars": None}
 
 
 def _harmony_prefix(content: dict[str, Any], *, commentary: bool) -> dict[str, Any]:
@@ -492,7 +492,88 @@ def _hy_v4(tools: list[TagTool], choice: str, single_call: bool, suffix: str = "
     return _sequence(_const(m["tool_calls"][0]), calls, _const(m["tool_calls"][1]))
 
 
+# -- Kimi K3 (XTML channels; vLLM's own "kimi_k3" builder) --------------------------------------
+
+_K3_OPEN, _K3_CLOSE, _K3_SEP = "<|open|>", "<|close|>", "<|sep|>"
+_K3_ARG_END = f"{_K3_CLOSE}argument{_K3_SEP}"
+# JSON-schema type -> the XTML `type=` attribute (integer writes as number).
+_K3_TYPES = {"string": "string", "integer": "number", "number": "number", "boolean": "boolean",
+             "null": "null", "object": "object", "array": "array"}  # fmt: skip
+
+
+def _k3_attr(value: str) -> str:
+    return str(value).replace("&", "&amp;").replace('"', "&quot;")
+
+
+def _k3_loose_argument() -> dict[str, Any]:
+    """Any attributes, a raw value (a property whose type the tag cannot pin)."""
+    head = {"type": "regex", "pattern": r"[^<]*" + _K3_SEP.replace("|", r"\|")}
+    return _tag(_K3_OPEN + "argument ", _sequence(head, _any_text(_K3_CLOSE)), _K3_ARG_END)
+
+
+def _k3_string_value(prop: dict[str, Any]) -> dict[str, Any]:
+    """A raw string value: an enum / const as alternatives, a length bound as a regex that
+    keeps out the marker prefix "<|", else any text up to the close marker."""
+    values = prop.get("enum")
+    if values is None and isinstance(prop.get("const"), str):
+        values = [prop["const"]]
+    if (isinstance(values, list) and values and len(values) <= 256 and all(isinstance(v, str) for v in values)
+            and not any("<|" in v for v in values)):  # fmt: skip
+        return _one_or_any([_const(v) for v in values])
+    max_len, min_len = prop.get("maxLength"), prop.get("minLength", 0)
+    if isinstance(max_len, int) and 0 <= max_len <= 4096:
+        if not isinstance(min_len, int) or min_len < 0 or min_len > max_len:
+            min_len = 0
+        return {"type": "regex", "pattern": "(?:[^<]|<[^|])" + f"{{{min_len},{max_len}}}"}
+    return _any_text(_K3_CLOSE)
+
+
+def _k3_argument(key: str, schema: Any, defs: dict[str, Any]) -> dict[str, Any]:
+    prop = schema if isinstance(schema, dict) else {}
+    kind = prop.get("type")
+    xtml = _K3_TYPES.get(kind) if isinstance(kind, str) else None
+    if xtml is None:
+        return _k3_loose_argument()
+    begin = f'{_K3_OPEN}argument key="{_k3_attr(key)}" type="{xtml}"{_K3_SEP}'
+    if xtml == "string":
+        return _tag(begin, _k3_string_value(prop), _K3_ARG_END)
+    embedded = dict(prop)
+    for name, value in defs.items():
+        embedded.setdefault(name, value)
+    return _tag(begin, _json_schema(embedded), _K3_ARG_END)
+
+
+def _k3_arguments(parameters: dict[str, Any] | bool) -> dict[str, Any]:
+    props = parameters.get("properties") if isinstance(parameters, dict) else None
+    if not isinstance(parameters, dict) or not isinstance(props, dict) or not props:
+        return {"type": "star", "content": _k3_loose_argument()}
+    defs = {k: parameters[k] for k in ("$defs", "definitions") if isinstance(parameters.get(k), dict)}
+    inner = _one_or_any([_k3_argument(key, prop, defs) for key, prop in props.items()])
+    required = parameters.get("required")
+    return {"type": "plus" if isinstance(required, list) and required else "star", "content": inner}
+
+
+def _kimi_k3(tools: list[TagTool], choice: str, single_call: bool) -> dict[str, Any]:
+    """The response channel (its open marker optional: the generation prefix may hold it),
+    then the tools channel (optional for auto), then an optional `<|close|>message<|sep|>`."""
+    prefix = [
+        {"type": "optional", "content": _const(f"{_K3_OPEN}response{_K3_SEP}")},
+        _tag("", _any_text(_K3_OPEN, _K3_CLOSE, "<|end_of_msg|>"), f"{_K3_CLOSE}response{_K3_SEP}"),
+    ]
+    calls = [
+        _tag(f'{_K3_OPEN}call tool="{_k3_attr(tool.name)}" index="',
+             _sequence({"type": "regex", "pattern": "[0-9]+"}, _const(f'"{_K3_SEP}'),
+                       _k3_arguments(tool.argument_schema)),
+             f"{_K3_CLOSE}call{_K3_SEP}")
+        for tool in (tools[:1] if choice == "forced" else tools)
+    ]  # fmt: skip
+    channel = _tag(f"{_K3_OPEN}tools{_K3_SEP}", _separated(calls, "", single_call), f"{_K3_CLOSE}tools{_K3_SEP}")
+    body = {"type": "optional", "content": channel} if choice == "auto" else channel
+    return _sequence(*prefix, body, {"type": "optional", "content": _const(f"{_K3_CLOSE}message{_K3_SEP}")})
+
+
 _BUILDERS: dict[str, Callable[[list[TagTool], str, bool], dict[str, Any]]] = {
+    "kimi_k3": _kimi_k3,
     "glm_4_7": _glm_4_7,
     "minimax": _minimax,
     "mimo": _mimo,

@@ -95,6 +95,7 @@ PARSERS: dict[str, tuple[str, str | None]] = {
     "minimax_m2": ("qwen3", None),
     "mimo": ("qwen3", None),
     "hy_v4": ("hy4", None),
+    "kimi_k3": ("qwen3", "kimi_k3"),
 }
 STRICT_LEVELS = ("auto", "function", "parameter")
 TAG_MODELS = {
@@ -120,6 +121,7 @@ TAG_MODELS = {
     "minimax_m2": "minimax",
     "mimo": "mimo",
     "hy_v4": "hy_v4",
+    "kimi_k3": "kimi_k3",
 }
 ALIASES = ("qwen3_json", "qwen3_xml", "llama4_json", "glm47")  # the same vLLM parser class as another
 # Other classes with qwen3_coder's tag model: the tool matrix only.
@@ -449,7 +451,7 @@ def runs() -> list[dict[str, Any]]:
         else:
             constraints = list(constraint_matrix(SOME_CONSTRAINTS))
         out.append(_run(parser, model, None, None, [*tool_matrix(), *constraints, *special_cases()]))
-        if parser in ("hermes", "deepseek_v3"):  # an engine-based and a classic reasoning parser
+        if parser in ("hermes", "deepseek_v3", "kimi_k3"):  # engine-based, classic, and K3's own
             out.append(_run(parser, model, reasoning, None, [*tool_matrix(), *special_cases()]))
         if parser in ("hermes", "deepseek_v31"):
             for level in STRICT_LEVELS:
@@ -605,7 +607,9 @@ def test_matrix_reaches_every_outcome(vllm_results) -> None:
             outcomes.add("untouched")
         else:
             outcomes.add(json.loads(tag)["format"]["type"])
-            outcomes.add("free-arguments" if '"json_schema": true' in tag else "schema-arguments")
+            # Kimi K3's free arguments are its any-attribute argument tag, not a JSON schema.
+            free = '"json_schema": true' in tag or '"begin": "<|open|>argument "' in tag
+            outcomes.add("free-arguments" if free else "schema-arguments")
             if '"stop_after_first": true' in tag:
                 outcomes.add("single-call")
     expected = {"or", "free-arguments", "schema-arguments", "single-call", "untouched", "error-400"}
