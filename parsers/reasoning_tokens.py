@@ -263,6 +263,52 @@ class _DepthCounter(ReasoningTokenCounter):
         return state.replace(depth=depth, count=count)
 
 
+class _XtmlCounter(ReasoningTokenCounter):
+    """KimiK3ReasoningParser.count_reasoning_tokens: every token counts while in reasoning
+    (from the start); `<|open|>think<|sep|>` (re)opens it, `<|close|>think<|sep|>` closes it,
+    and before any think open `<|open|>response<|sep|>` closes it; marker ids never count.
+    State: phase (in reasoning or not), depth 1 once a think open was seen, deferred_ids the
+    ids that may still start a marker at the end of a fold."""
+
+    def __init__(self, parser: ReasoningParser) -> None:
+        from parsers.reasoning.kimi_k3 import marker_ids
+
+        vocab = parser.vocab
+        self.think_open = tuple(marker_ids(vocab, "<|open|>think<|sep|>"))
+        self.think_close = tuple(marker_ids(vocab, "<|close|>think<|sep|>"))
+        self.response_open = tuple(marker_ids(vocab, "<|open|>response<|sep|>"))
+
+    def start(self, prompt_token_ids: Sequence[int] = (), *, streaming: bool) -> ReasoningCount:
+        return ReasoningCount(phase=CountPhase.REASONING)
+
+    def fold(self, state: ReasoningCount, token_ids: Sequence[int], text: str = "") -> ReasoningCount:
+        return self._scan(self.check(state), [*state.deferred_ids, *token_ids], final=False)
+
+    def finish(self, state: ReasoningCount) -> ReasoningCount:
+        return self._scan(self.check(state), list(state.deferred_ids), final=True)
+
+    def _scan(self, state: ReasoningCount, ids: list[int], *, final: bool) -> ReasoningCount:
+        reasoning, seen_open, count = state.phase is CountPhase.REASONING, state.depth > 0, state.count
+        i, n = 0, len(ids)
+        while i < n:
+            markers = [(self.think_open, True, True), (self.think_close, False, seen_open)]
+            if not seen_open:
+                markers.append((self.response_open, False, False))
+            found = next((m for m in markers if m[0] and tuple(ids[i : i + len(m[0])]) == m[0]), None)
+            if found is not None:
+                reasoning, seen_open = found[1], found[2]
+                i += len(found[0])
+                continue
+            if not final and any(m[0] and n - i < len(m[0]) and m[0][: n - i] == tuple(ids[i:]) for m in markers):
+                break  # the rest may still be a marker: the next fold decides
+            count += reasoning
+            i += 1
+        phase = CountPhase.REASONING if reasoning else CountPhase.CONTENT
+        held = tuple(ids[i:])  # (deferred_counts only pairs up with deferred_ids here)
+        return state.replace(phase=phase, depth=int(seen_open), count=count, deferred_ids=held,
+                             deferred_counts=(0,) * len(held))
+
+
 class _EngineCounter(ReasoningTokenCounter):
     """ParserEngineReasoningAdapter.count_reasoning_tokens for an engine-table family."""
 
@@ -640,6 +686,8 @@ def reasoning_token_counter(parser: ReasoningParser,
                              parser.vocab.token_to_id("</mm:think>"), depth=int(prefilled))
     if name in ("cohere_command3", "cohere_command4"):  # CohereCommandParser's depth count
         return _DepthCounter(parser.start_id, parser.end_id)  # type: ignore[attr-defined]
+    if name == "kimi_k3":  # KimiK3ReasoningParser's own scan over its 3-token markers
+        return _XtmlCounter(parser) if getattr(parser, "thinking", True) else ReasoningTokenCounter()
     if name == "k2_horizon":  # a DeepSeekR1ReasoningParser over the effort's think markers
         return _DepthCounter(parser.start_token_id, parser.end_token_id)  # type: ignore[attr-defined]
     family = _FAMILIES.get(name)

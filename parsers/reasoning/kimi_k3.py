@@ -44,7 +44,7 @@ from parsers.tools.kimi_k3 import (
     tag_name,
 )
 
-__all__ = ["KimiK3ReasoningParser", "KimiK3ReasoningState", "k3_thinking"]
+__all__ = ["KimiK3ReasoningParser", "KimiK3ReasoningState", "k3_thinking", "marker_ids"]
 
 _STRIP = ContentRules(tools=False)
 
@@ -92,8 +92,8 @@ class KimiK3ReasoningParser(ReasoningParser):
         super().__init__(vocab, chat_template_kwargs, special_tokens=special_tokens)
         self.thinking = k3_thinking(self.chat_template_kwargs)
         self.raw_content = bool(request_tools) and tool_choice != "none"
-        self._open_ids = _marker_ids(vocab, f"{OPEN}think{SEP}")
-        self._close_ids = _marker_ids(vocab, f"{CLOSE}think{SEP}")
+        self._open_ids = marker_ids(vocab, f"{OPEN}think{SEP}")
+        self._close_ids = marker_ids(vocab, f"{CLOSE}think{SEP}")
 
     def initial_state(self, prompt_token_ids: Sequence[int] = ()) -> KimiK3ReasoningState:
         return KimiK3ReasoningState(phase="start" if self.thinking else "content")
@@ -188,7 +188,7 @@ class KimiK3ReasoningParser(ReasoningParser):
         return state
 
 
-def _marker_ids(vocab: Any, text: str) -> list[int]:
+def marker_ids(vocab: Any, text: str) -> list[int]:
     """`tokenizer.encode(text, add_special_tokens=False)` (HF or `tokenizers`), [] if none."""
     encode = getattr(vocab, "encode", None)
     if encode is None:

@@ -18,6 +18,7 @@ import pytest
 from parsers import ChatOptions, ChatParser
 from parsers._events import ToolArgsDelta, ToolCallStart
 from parsers.reasoning.kimi_k3 import KimiK3ReasoningParser
+from parsers.reasoning_tokens import reasoning_token_counter
 from parsers.tools.kimi_k3 import KimiK3ToolParser
 
 from ..chunking import ChunkingStats, assert_chunking_invariant, collapse_events, run_split
@@ -262,7 +263,7 @@ def test_kimi_k3_composed_matches_vllm(vllm_ref, bundle, config: str) -> None:  
                       request={"tool_choice": choice} if request_tools else {})
     assert not out.infra_errors(), out.infra_errors()
     bad, stale, kinds = {}, [], set()
-    for (name, case), res in zip(cases.items(), out.results, strict=True):
+    for (name, case), res, sent in zip(cases.items(), out.results, out.cases, strict=True):
         chat = _chat(bundle, tool=tool, reasoning=reasoning, choice=choice, request_tools=request_tools,
                      kwargs=case.get("chat_template_kwargs"))  # fmt: skip
         got = chat.parse(case["text"], "r")
@@ -270,6 +271,15 @@ def test_kimi_k3_composed_matches_vllm(vllm_ref, bundle, config: str) -> None:  
         assert "batch" in res, (name, res.get("batch_error"))
         batch = res["batch"]
         theirs = [batch["reasoning"], batch["content"], [(c["name"], c["arguments"]) for c in batch["tool_calls"]]]
+        if reasoning:  # usage.reasoning_tokens: KimiK3ReasoningParser.count_reasoning_tokens
+            counter = reasoning_token_counter(chat.reasoning_parser)  # type: ignore[arg-type]
+            ids = [i for _, chunk in sent["chunks"] for i in chunk]
+            folded = counter.start(streaming=True)
+            for _, chunk in sent["chunks"]:
+                folded = counter.fold(folded, chunk)
+            counts = (counter.count(ids), counter.finish(folded).count)
+            if counts != (batch["reasoning_tokens"],) * 2:
+                bad[name + ":reasoning_tokens"] = {"ours": counts, "vllm": batch["reasoning_tokens"]}
         why = _divergent(config, name)
         if why is not None:
             if ours == theirs:
