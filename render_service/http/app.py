@@ -9,6 +9,7 @@ orjson. No request logic lives here beyond two O(1) bounds on untrusted chat bod
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +23,7 @@ from render_service import __version__
 from render_service.config import ServiceConfig, config_from_json
 from render_service.derender.api import RESENT_KEYS, Derenderer
 from render_service.derender.state import ChoiceKind
+from render_service.errors import BadRequestError
 from render_service.http.bodies import (
     json_response,
     read_json_object,
@@ -53,8 +55,9 @@ _POST_ROUTES = (
     "/v1/completions/derender",
     "/tokenize",
     "/detokenize",
+    "/invocations",
 )
-_GET_ROUTES = ("/v1/models", "/health", "/ping", "/version", "/load", "/metrics")
+_GET_ROUTES = ("/v1/models", "/health", "/ping", "/version", "/load", "/metrics", "/kv_event_sources")
 # Members of vLLM's body model per route, for the error a non-object body gets (see
 # bodies.read_json_object): TokenizeRequest and the derender bodies are unions.
 _TOKENIZE_BODY = ((), ())
@@ -197,6 +200,26 @@ def _add_info_routes(app: FastAPI, service: Service) -> None:
     @app.get("/version")
     async def version() -> Response:
         return json_response(version_body())
+
+    @app.get("/kv_event_sources")
+    async def kv_event_sources() -> Response:
+        return json_response({})  # vLLM: the engines' KV-event publishers; none on a render server
+
+    @app.post("/invocations")
+    async def invocations(request: Request) -> Response:
+        # SageMaker's entry point. vLLM's render server registers no invocation handler (they
+        # are the generate and pooling endpoints), so every JSON object gets this 400.
+        try:  # the stdlib's parser, for vLLM's error text (raw_request.json())
+            body = json.loads(await request.body())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # vLLM: an HTTPException
+            return json_response({"error": {"message": f"JSON decode error: {exc}", "type": "Bad Request",
+                                            "param": None, "code": 400}}, 400)
+        if not isinstance(body, dict):  # vLLM's adapter-id hook indexes the body: its TypeError
+            try:
+                body["model"]
+            except (TypeError, IndexError, KeyError) as exc:
+                raise BadRequestError(str(exc)) from None
+        raise BadRequestError("Cannot find suitable handler for request. Expected one of: []")
 
     @app.get("/load")
     async def load() -> Response:

@@ -300,7 +300,8 @@ _SUCCESS: dict[str, tuple[str, dict[str, Any]]] = {
     "/version": ("Service and vLLM API versions", VERSION),
     "/load": ("Requests queued on the render pool", LOAD),
 }
-_EMPTY_OK = {"/health": "Process is up", "/ping": "Process is up"}
+_EMPTY_OK = {"/health": "Process is up", "/ping": "Process is up",
+             "/kv_event_sources": "KV-event publishers of the engines: {} on a render server"}
 
 
 # The core validates messages loosely (objects with a string role) and normalises them later;
@@ -369,6 +370,8 @@ def _request_body_schemas() -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     for path, group in _REQUEST_MODELS.items():
         schemas = [refs[(m, "validation")] for m in group]
         bodies[path] = schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
+    # SageMaker's entry: any JSON; a render server has no handler for it (always 400, as vLLM).
+    bodies["/invocations"] = {"title": "InvocationRequest", "type": "object"}
     return bodies, defs
 
 

@@ -118,6 +118,8 @@ def render_chat_template(
     )
     token = render_limits.set(limits)
     try:
+        if not chat:  # transformers' apply_chat_template check, so vLLM's message
+            raise ValueError("Cannot apply chat template to an empty conversation. Provide at least one message.")
         if continue_final_message and add_generation_prompt:
             raise ValueError(
                 "continue_final_message and add_generation_prompt are not compatible. Use "

@@ -126,6 +126,7 @@ def chat_bodies() -> list[tuple[str, dict[str, Any]]]:
         ("tool_choice_none", {"messages": [USER], "tools": [WEATHER_TOOL], "tool_choice": "none"}),
         # errors
         ("empty_tools", {"messages": [USER], "tools": []}),
+        ("empty_messages", {"messages": []}),
         ("bad_type", {"messages": [USER], "temperature": "hot"}),
         ("missing_messages", {"model": SERVED}),
         ("unknown_model", {"messages": [USER], "model": "nope"}),
@@ -466,3 +467,33 @@ async def test_http_metric_names_and_labels_equal_vllm_render_server(ref_servers
     assert "/tokenize" in handler_values(ref_text) and "/tokenize" in handler_values(ours)
     assert 'handler="/tokenize",method="POST",status="2xx"' in ref_text
     assert 'handler="/tokenize",method="POST",status="2xx"' in ours
+
+
+@pytest.fixture(scope="module")
+def our_client(render_model_dir: Path, our_renderers):  # type: ignore[no-untyped-def]
+    """Our HTTP app on the plain renderer's already loaded model (no second load)."""
+    from starlette.testclient import TestClient
+
+    from render_service.http.app import create_app
+
+    config = ServiceConfig(model=str(render_model_dir), served_model_name=(SERVED,))
+    with TestClient(create_app(config, bundle=our_renderers["plain"]._bundle)) as client:
+        yield client
+
+
+@pytest.mark.parametrize("method,path,body", [
+    ("GET", "/kv_event_sources", None),
+    ("POST", "/invocations", {"messages": [USER]}),
+    ("POST", "/invocations", {"prompt": "hi"}),
+    ("POST", "/invocations", [1, 2]),
+    ("POST", "/invocations", "{not json"),
+])
+def test_sagemaker_and_kv_event_routes_equal_vllm(method: str, path: str, body: Any, ref_servers, our_client) -> None:
+    """/kv_event_sources and /invocations as `vllm launch render` serves them: status and body."""
+    import httpx
+
+    content = body if isinstance(body, str) else json.dumps(body) if body is not None else None
+    headers = {"Content-Type": "application/json"}
+    expected = httpx.request(method, ref_servers["plain"].url + path, content=content, headers=headers, timeout=30)
+    got = our_client.request(method, path, content=content, headers=headers)
+    assert (got.status_code, got.json()) == (expected.status_code, expected.json())
