@@ -294,12 +294,16 @@ _REFUSED_VLLM_FLAGS = {
     "config": "vLLM's YAML file of flags is not read by serve; pass the flags themselves",
     "tool-parser-plugin": "plugins are vLLM Python classes; use a registered --tool-call-parser",
     "reasoning-parser-plugin": "plugins are vLLM Python classes; use a registered --reasoning-parser",
+    "hf-overrides": "not implemented here yet (it can change max_model_len and the model type); "
+                    "edit the model folder's config.json instead",
+    "override-generation-config": "not implemented here yet (it changes the default sampling "
+                                  "parameters); put them in the folder's generation_config.json",
 }
 
 
 def _refuse_unsupported(args: argparse.Namespace) -> None:
     for name, reason in _REFUSED_VLLM_FLAGS.items():
-        if getattr(args, _NO_EFFECT_DEST + name, None):
+        if getattr(args, _NO_EFFECT_DEST + name, None) not in (None, "", "{}"):
             raise ConfigError(f"--{name}: {reason}")
 
 

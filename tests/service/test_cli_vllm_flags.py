@@ -140,10 +140,12 @@ def test_help_shows_defaults_parser_names_and_ports(capsys: pytest.CaptureFixtur
     assert "default port 8000" in " ".join(capsys.readouterr().out.split())
 
 
-@pytest.mark.parametrize("flag", ["--config", "--tool-parser-plugin", "--reasoning-parser-plugin"])
+@pytest.mark.parametrize("flag", ["--config", "--tool-parser-plugin", "--reasoning-parser-plugin",
+                                  "--hf-overrides", "--override-generation-config"])
 def test_flags_we_cannot_honour_are_refused_not_ignored(flag: str) -> None:
     from render_service.errors import ConfigError
 
     with pytest.raises(ConfigError, match=flag):
         config_from_args(_parse(flag, "x.yaml"))
-    config_from_args(_parse(flag, ""))  # vLLM's default (empty) is fine
+    config_from_args(_parse(flag, ""))  # vLLM's defaults (empty) are fine
+    config_from_args(_parse(flag, "{}"))
