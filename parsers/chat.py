@@ -30,6 +30,9 @@ How `tool_choice` is handled (the mode is fixed when the parser is built):
   pipeline and ignores `tool_choice` (assembly still applies it). One Harmony machine
   (`parsers.harmony`) reads the output; its reasoning is kept when the reasoning parser is
   configured, its calls when the tool parser is (auto tool choice on).
+* A family vLLM composes in its own unified parser (`own_composition`: kimi_k3's
+  `KimiK3Parser`) runs its tool stage for every tool_choice: "none" is SUPPRESS, and without
+  calls, or for required/named (which it parses as auto), the content is the tool parser's.
 * SUPPRESS - `tool_choice="none"` when both parsers are engine-based in vLLM: the tool
   parser runs and only its content is kept. With tools in the request the engine ignores
   call events (`ToolParser.with_calls_suppressed`): markup is dropped and every other

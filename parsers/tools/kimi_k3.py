@@ -44,13 +44,12 @@ that starts or ends only after the tools channel is not the content; a
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import regex
 
-from parsers._base import MAX_HELD_CHARS, ToolParser, ToolParseResult, Vocab, make_tool_call_id
+from parsers._base import MAX_HELD_CHARS, ToolParser, ToolParseResult, make_tool_call_id
 from parsers._errors import LimitExceededError, StateError
 from parsers._events import Event, ToolCallStart, push_args, push_content
 from parsers._state import JsonState
@@ -251,17 +250,9 @@ class KimiK3ToolParser(ToolParser):
     # answer (parsers/chat.py).
     own_composition: ClassVar[bool] = True
 
-    def __init__(
-        self,
-        vocab: Vocab | None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        *,
-        max_call_chars: int | None = None,
-        special_tokens: Iterable[str] = (),
-        chat_template_kwargs: Mapping[str, Any] | None = None,
-    ) -> None:
-        super().__init__(vocab, tools, max_call_chars=max_call_chars)
-        self.call_limit = min(max_call_chars or MAX_TOOL_CALL_CHARS, MAX_TOOL_CALL_CHARS)
+    @property
+    def call_limit(self) -> int:
+        return min(self.max_call_chars or MAX_TOOL_CALL_CHARS, MAX_TOOL_CALL_CHARS)
 
     def initial_state(self) -> KimiK3ToolState:
         return KimiK3ToolState()
