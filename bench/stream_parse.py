@@ -168,9 +168,13 @@ def chat_for(bundle, names: tuple[str | None, str | None], tool_defs: list,
              chat_template_kwargs: dict | None = None) -> ChatParser:
     reasoning_name, tool_name = names
     extra = _template_metadata(bundle) if {"hf", "beam"} & {reasoning_name, tool_name} else {}
-    reasoning = (get_reasoning_parser(reasoning_name)(bundle.tokenizer, chat_template_kwargs or {},
-                                                      special_tokens=bundle.special_tokens, **extra)
-                 if reasoning_name else None)
+    reasoning_cls = get_reasoning_parser(reasoning_name) if reasoning_name else None
+    # As derender builds it: a parser that reads the request's tools gets them (kimi_k3).
+    asks = {"request_tools": bool(tool_defs), "tool_choice": "auto"} if getattr(
+        reasoning_cls, "takes_tool_request", False) else {}
+    reasoning = (reasoning_cls(bundle.tokenizer, chat_template_kwargs or {},
+                               special_tokens=bundle.special_tokens, **extra, **asks)
+                 if reasoning_cls else None)
     tools = get_tool_parser(tool_name)(bundle.tokenizer, tool_defs, **extra) if tool_name else None
     return ChatParser(reasoning, tools, ChatOptions(tool_choice="auto", enable_auto_tools=True))
 
