@@ -25,6 +25,19 @@ settings.register_profile("explore", derandomize=False, print_blob=True)
 settings.load_profile("deterministic")
 
 
+ENGINE_FIXTURES = frozenset({"tokens_engine", "pd_engines", "engine_fleet", "vision_engine"})
+
+
+def pytest_collection_modifyitems(config, items):  # noqa: ANN001, ANN201, ARG001
+    """Every test of a file that starts real engines is marked `engine`, so tests/run.sh runs
+    those files by themselves, after the rest (see there)."""
+    engine_files = {item.path for item in items
+                    if item.get_closest_marker("engine") or ENGINE_FIXTURES & set(item.fixturenames)}
+    for item in items:
+        if item.path in engine_files and not item.get_closest_marker("engine"):
+            item.add_marker(pytest.mark.engine)
+
+
 def pytest_runtest_teardown(item, nextitem):  # noqa: ANN001, ANN201, ARG001
     stop_engines_after_last_use(item)
 

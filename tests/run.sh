@@ -3,6 +3,9 @@
 #   .venv            render-service with its test extra
 #   .cache/vllm-*    vLLM 0.32 CPU engine and the vLLM 0.33 reference (see .ci/install_vllm.sh)
 # Extra arguments go to pytest, e.g. `tests/run.sh -k parsers -x`.
+# Two phases: the tests that start no vLLM engine, one pytest worker per core (whole files per
+# worker, so module fixtures start once); then the `engine` tests alone, as their timing needs
+# (an idle P/D pair keeps both cores busy). RS_TEST_WORKERS=1 runs everything in one process.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -14,4 +17,15 @@ bash .ci/install_vllm.sh
 export RS_VLLM_ENGINE_VENV=${VLLM_ENGINE_VENV:-$root/.cache/vllm-engine}
 export RS_VLLM_REF_VENV=${VLLM_REF_VENV:-$root/.cache/vllm-ref}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-exec .venv/bin/python -m pytest "$@"
+cores=$(nproc); workers=${RS_TEST_WORKERS:-$(( cores > 4 ? 4 : cores ))}
+case " $* " in *" -m "*|*" -m"*) workers=1 ;; esac  # the caller's own marker selection: one run
+if [ "$workers" -le 1 ]; then exec .venv/bin/python -m pytest "$@"; fi
+rc=0
+.venv/bin/python -m pytest -n "$workers" --dist loadfile --max-worker-restart=0 -m "not engine" "$@" || rc=$?
+erc=0
+.venv/bin/python -m pytest -m engine "$@" || erc=$?
+# 5 is "no tests collected": fine in one phase when a selection (-k, a path) leaves the other.
+if [ "$rc" -eq 5 ] && [ "$erc" -ne 5 ]; then rc=0; fi
+if [ "$erc" -eq 5 ] && [ "$rc" -ne 5 ]; then erc=0; fi
+if [ "$rc" -ne 0 ]; then exit "$rc"; fi
+exit "$erc"

