@@ -209,6 +209,10 @@ def _add_server_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--enable-request-id-headers", action="store_true",
                    default=_env_flag("enable_request_id_headers"))
     p.add_argument("--log-level", default=_env_default("log_level", "info"))
+    p.add_argument("--enable-log-requests", action="store_true", default=_env_flag("enable_log_requests"),
+                   help="log each request at INFO (id, route) and its body at DEBUG, as vLLM")
+    p.add_argument("--max-log-len", type=INT, default=_env_default("max_log_len"),
+                   help="characters of a logged request body (default: all)")
     _add_uvicorn_flags(p)
     limits = Limits()
     for flag, field_name, kind in _LIMIT_OPTIONS:
@@ -428,6 +432,8 @@ def config_from_args(args: argparse.Namespace) -> ServiceConfig:
         workers=args.workers,
         stream_state_secret=_read_secret(args.stream_state_secret_file),
         enable_request_id_headers=args.enable_request_id_headers,
+        enable_log_requests=args.enable_log_requests,
+        max_log_len=args.max_log_len,
         http=HttpOptions(
             uvicorn_log_level=args.uvicorn_log_level,
             access_log=not args.disable_uvicorn_access_log,

@@ -383,3 +383,9 @@ def test_in_process_embedded_default_renders_like_the_server() -> None:
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
     rendered = Renderer(ServiceConfig.embedded_default()).render_chat({**CHAT, "tools": tools, "tool_choice": "auto"})
     assert rendered["token_ids"][:3] == [151644, 8948, 198]  # <|im_start|>system\n (the tools block)
+
+
+def test_request_logging_flags_reach_the_config() -> None:
+    assert (parse().enable_log_requests, parse().max_log_len) == (False, None)
+    config = parse("--enable-log-requests", "--max-log-len", "64")
+    assert (config.enable_log_requests, config.max_log_len) == (True, 64)
