@@ -30,9 +30,10 @@ How `tool_choice` is handled (the mode is fixed when the parser is built):
   pipeline and ignores `tool_choice` (assembly still applies it). One Harmony machine
   (`parsers.harmony`) reads the output; its reasoning is kept when the reasoning parser is
   configured, its calls when the tool parser is (auto tool choice on).
-* A family vLLM composes in its own unified parser (`own_composition`: kimi_k3's
-  `KimiK3Parser`) runs its tool stage for every tool_choice: "none" is SUPPRESS, and without
-  calls, or for required/named (which it parses as auto), the content is the tool parser's.
+* A family vLLM composes in its own unified parser (`own_composition` on either parser:
+  kimi_k3's `KimiK3Parser`, whatever the other parser) runs the tool stage for every
+  tool_choice: "none" is SUPPRESS, required/named parse as auto, and without calls the
+  content is the tool parser's.
 * SUPPRESS - `tool_choice="none"` when both parsers are engine-based in vLLM: the tool
   parser runs and only its content is kept. With tools in the request the engine ignores
   call events (`ToolParser.with_calls_suppressed`): markup is dropped and every other
@@ -200,6 +201,7 @@ class ChatParser:
             self.mode is ChatMode.AUTO
             and isinstance(self.tool_parser, EngineToolParser)
             and not self._engine_based()
+            and not self._own_composition()
         ):
             # DelegatingParser keeps such a content verbatim when no call is made.
             self.tool_parser = self.tool_parser.with_raw_without_calls()
@@ -210,6 +212,10 @@ class ChatParser:
         )
 
     # -- configuration -------------------------------------------------------------------
+
+    def _own_composition(self) -> bool:
+        """vLLM picks the family's unified parser when either parser is the family's."""
+        return any(getattr(p, "own_composition", False) for p in (self.reasoning_parser, self.tool_parser))
 
     def _engine_based(self) -> bool:
         reasoning_ok = self.reasoning_parser is None or self.reasoning_parser.engine_based
@@ -224,11 +230,11 @@ class ChatParser:
         choice = self.options.tool_choice
         if tool is None:
             return ChatMode.PASSTHROUGH, False
-        own = tool.own_composition
+        own = self._own_composition()
         if choice == "none":
             return (ChatMode.SUPPRESS if self._engine_based() or own else ChatMode.PASSTHROUGH), False
         named, required = self.named_tool is not None, choice == "required"
-        supports = self.tool_traits.supports_required_and_named
+        supports = self.tool_traits.supports_required_and_named and not own  # its own parses as auto
         if named and supports:
             return ChatMode.NAMED, False
         if required and supports:
@@ -289,7 +295,7 @@ class ChatParser:
             return result.tool_calls, (None if parsed and not parsed.strip() else parsed)
         if self.forced_fallback and (content is None or not content.strip()):
             return (), None
-        if (self._engine_based() or tool.own_composition
+        if (self._engine_based() or self._own_composition()
                 or getattr(tool, "content_without_calls_is_parsed", False)):
             return (), result.content or None
         return (), content

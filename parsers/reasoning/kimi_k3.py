@@ -79,6 +79,8 @@ class KimiK3ReasoningParser(ReasoningParser):
     name: ClassVar[str] = "kimi_k3"
     # The derender factory passes the request's tools / tool_choice (vLLM's parser reads them).
     takes_tool_request: ClassVar[bool] = True
+    # vLLM's KimiK3Parser composes it with any tool parser (parsers/chat.py).
+    own_composition: ClassVar[bool] = True
 
     def __init__(
         self,

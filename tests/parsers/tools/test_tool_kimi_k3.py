@@ -361,3 +361,38 @@ def test_kimi_k3_state_bounded(bundle) -> None:  # noqa: ANN001
     assert len(json.dumps(state.to_json())) < 1500
     state, events = chat.feed(state, "tail" + ARG_END + CALL_END, "r")
     assert any(isinstance(e, ToolArgsDelta) and e.text.endswith("}") for e in events)
+
+
+# -- kimi_k3 reasoning with another family's tool parser (vLLM still builds KimiK3Parser) --------
+
+_HERMES_CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+OTHER_TOOL_TEXTS = {
+    "call": f"{TO}r{TC}Sure. {_HERMES_CALL}",
+    "plain": f"{TO}r{TC}{RO}plain answer{RC}",
+    "json_array": f'{TO}r{TC}[{{"name": "get_weather", "parameters": {{"city": "X"}}}}]',
+    "blank": f"{TO}r{TC}  ",
+    "call_only": f"{TO}r{TC}{_HERMES_CALL}",
+}
+NAMED = {"type": "function", "function": {"name": "get_weather"}}
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("choice", ["auto", "none", "required", "named"])
+def test_kimi_k3_reasoning_composes_other_tool_parsers(vllm_ref, bundle, choice: str) -> None:  # noqa: ANN001
+    from parsers.registry import get_tool_parser
+
+    tool_choice = NAMED if choice == "named" else choice
+    out = vllm_family(vllm_ref, tool="hermes", reasoning="kimi_k3", bundle=bundle, loader="auto",
+                      cases=list(OTHER_TOOL_TEXTS.values()), tools=WEATHER_TOOLS,
+                      request={"tool_choice": tool_choice})  # fmt: skip
+    assert not out.infra_errors(), out.infra_errors()
+    r_parser = KimiK3ReasoningParser(bundle.tokenizer, {}, request_tools=True, tool_choice=tool_choice)
+    chat = ChatParser(r_parser, get_tool_parser("hermes")(bundle.tokenizer, WEATHER_TOOLS),
+                      ChatOptions(tool_choice=tool_choice, enable_auto_tools=True))
+    for (name, text), res in zip(OTHER_TOOL_TEXTS.items(), out.results, strict=True):
+        got = chat.parse(text, "r")
+        batch = res["batch"]
+        assert [got.reasoning, got.content, [(c.name, c.arguments) for c in got.tool_calls]] == [
+            batch["reasoning"], batch["content"], [(c["name"], c["arguments"]) for c in batch["tool_calls"]]
+        ], name
+        check_chunking(chat, bundle, text, n_random=1)
