@@ -71,6 +71,7 @@ from parsers.cohere import CohereMachine
 from parsers.harmony import HarmonyMachine
 from parsers.tools import ToolParserTraits, tool_parser_traits
 from parsers.tools._engine import EngineToolParser
+from parsers.tools.minicpm5 import MiniCPM5ToolParser
 
 __all__ = [
     "ChatOptions",
@@ -199,7 +200,7 @@ class ChatParser:
             self.tool_parser = self.tool_parser.with_calls_suppressed()
         if (
             self.mode is ChatMode.AUTO
-            and isinstance(self.tool_parser, EngineToolParser)
+            and isinstance(self.tool_parser, (EngineToolParser, MiniCPM5ToolParser))
             and not self._engine_based()
             and not self._own_composition()
         ):

@@ -70,6 +70,7 @@ TOOL_PARSER_MODULES: dict[str, str] = {
     "musespark1x": "parsers.tools.muse:MuseToolParser",
     "muse_glimmer": "parsers.tools.muse:MuseGlimmerToolParser",
     "kimi_k3": "parsers.tools.kimi_k3:KimiK3ToolParser",
+    "minicpm5": "parsers.tools.minicpm5:MiniCPM5ToolParser",
 }
 
 
@@ -87,7 +88,7 @@ class ToolParserTraits:
     keeps_special_tokens: `adjust_request` sets skip_special_tokens=False when the request has
     tools and tool_choice is not "none" (Hermes and the families built on it).
     tool_view: what of the request's tools the parser reads, so a stream state carries only
-    that (`parsers.tools._schema.encode_tools`): "presence", "names" or "types".
+    that (`parsers.tools._schema.encode_tools`): "presence", "names", "types" or "required".
     json_schema_choice: required/named tool_choice without a structural tag becomes vLLM's
     JSON-schema `structured_outputs` (False where the family's `adjust_request` builds its own).
     default_tool_strict_level: the class's `default_tool_strict_level`, the structural-tag
@@ -216,6 +217,8 @@ TOOL_PARSER_TRAITS: dict[str, ToolParserTraits] = {
     "muse_glimmer": _MUSE,
     "kimi_k3": ToolParserTraits(supports_required_and_named=False, structural_tag_model="kimi_k3",
                                 tool_view="presence", json_schema_choice=False, xtml=True),
+    # adjust_request keeps special tokens with tools; calls are checked against `required`.
+    "minicpm5": ToolParserTraits(keeps_special_tokens=True, tool_view="required"),
 }
 
 

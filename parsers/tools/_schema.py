@@ -92,7 +92,7 @@ def _one_per_type(values: list[Any]) -> list[Any]:
 # needs: "types" (families that coerce arguments to schema types), "names" (families that
 # check call names), "presence" (the rest: only whether the request has tools).
 
-TOOL_VIEWS = ("presence", "names", "types")
+TOOL_VIEWS = ("presence", "names", "types", "required")
 
 
 def encode_tools(tools: Sequence[Any], view: str) -> Any:
@@ -117,6 +117,10 @@ def encode_tools(tools: Sequence[Any], view: str) -> Any:
     names = [f["function"].get("name") for f in functions]
     if view == "names":
         return [n for n in names if isinstance(n, str)]
+    if view == "required":
+        return [_required_entry(t["function"]) for t in tools if isinstance(t, Mapping)
+                and isinstance(t.get("function"), Mapping) and isinstance(t["function"].get("name"), str)
+                and t["function"]["name"]]  # fmt: skip
     out: dict[str, Any] = {}
     for tool in functions:
         name = tool["function"].get("name")
@@ -127,6 +131,30 @@ def encode_tools(tools: Sequence[Any], view: str) -> Any:
     return out
 
 
+def _required_entry(function: Mapping[str, Any]) -> list[Any]:
+    """MiniCPM5's view of a tool (`minicpm5xml_tool_parser._build_tool_maps`): its name, its
+    string-typed and other property keys, and `set(required)` (empty when that fails)."""
+    params = function.get("parameters") or {}
+    props = params.get("properties") if isinstance(params, Mapping) else None
+    props = props if isinstance(props, Mapping) else {}
+    strings = [k for k, v in props.items() if isinstance(v, Mapping) and v.get("type") == "string"]
+    try:
+        required = sorted(set(params.get("required", []) if isinstance(params, Mapping) else []), key=repr)
+    except TypeError:
+        required = []
+    return [function["name"], strings, [k for k in props if k not in strings], required]
+
+
+def _decode_required(entry: Any) -> dict[str, Any]:
+    if not (isinstance(entry, list) and len(entry) == 4 and isinstance(entry[0], str)
+            and all(isinstance(x, list) for x in entry[1:])):  # fmt: skip
+        raise ValueError("bad encoded required-view tool")
+    name, strings, others, required = entry
+    props = {**{k: {"type": "string"} for k in strings}, **{k: {} for k in others}}
+    return {"type": "function", "function": {"name": name, "parameters": {
+        "type": "object", "properties": props, "required": required}}}  # fmt: skip
+
+
 def decode_tools(data: Any) -> list[dict[str, Any]]:
     """OpenAI-shaped tools equivalent, for parsing, to the ones `encode_tools` was given.
     Raises ValueError on data no encoder writes."""
@@ -134,6 +162,8 @@ def decode_tools(data: Any) -> list[dict[str, Any]]:
         return [{"type": "function", "function": {"name": ""}}] * min(data, 1)
     if isinstance(data, list) and all(isinstance(n, str) for n in data):
         return [{"type": "function", "function": {"name": n}} for n in data]
+    if isinstance(data, list):
+        return [_decode_required(entry) for entry in data]
     if isinstance(data, dict):
         return [
             {"type": "function", "function": {"name": name, "parameters": {

@@ -25,8 +25,7 @@ PARSERS_DIR = Path(__file__).resolve().parents[2] / "parsers"
 
 # vLLM 0.33 names not implemented yet, one per line: a family that lands removes its names.
 # The registry must equal vLLM's pinned registry minus exactly these.
-PENDING_TOOL_PARSERS = frozenset({
-    "minicpm5",
+PENDING_TOOL_PARSERS: frozenset[str] = frozenset({
 })
 PENDING_REASONING_PARSERS = frozenset({
     "muse_glimmer",
