@@ -236,6 +236,8 @@ class KimiK3ToolState(JsonState):
     def __post_init__(self) -> None:
         if self.where not in _WHERE or self.calls < 0 or self.members < 0:
             raise ValueError("bad tool state")
+        if (self.where in ("call", "string", "json") and not self.calls) or (self.raw and self.where != "json"):
+            raise ValueError("a value or call without its call")
         if len(self.lex) > 2 * MAX_HELD_CHARS or len(self.raw) > MAX_TOOL_CALL_CHARS:
             raise ValueError("held text over its limit")
 
