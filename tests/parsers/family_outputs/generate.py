@@ -572,14 +572,21 @@ def build_format(key: str) -> dict[str, Any]:
             "failures": failures}
 
 
+def _hy4_spelling(text: str) -> str:
+    return (text.replace(":opensource", "").replace("<tool_sep>", "")
+            .replace("</arg_key>\n<arg_value>", "</arg_key><arg_value>"))
+
+
 def derived(key: str, data: dict[str, Any]) -> dict[str, Any] | None:
     """deepseek_v41: V4's DSML markup respelled as vllm/parser/deepseek_v41.py expects;
-    hy4: Hy3's markup without the checkpoint suffix (see family_tokenizers' hy4)."""
+    hy4: Hy3's markup without the checkpoint suffix (see family_tokenizers' hy4), without
+    `<tool_sep>` (a call's name runs to its first `<arg_key>`) and with each `</arg_key>`
+    directly before its `<arg_value>`, as vLLM's strict hy_v4 pair regex reads them."""
     if key == "hy":
         entries = [
             {"name": e["name"] + ":hy4", "prompt": e.get("prompt", "").replace(":opensource", ""),
-             "source": e["source"] + " without the ':opensource' suffix (hy4 family)",
-             "text": e["text"].replace(":opensource", "")}
+             "source": e["source"] + " in Hy4's spelling (no suffix, no <tool_sep>, key then value)",
+             "text": _hy4_spelling(e["text"])}
             for e in data["entries"]
         ]
         return {"format": "hy4", "templates": data["templates"], "entries": entries}
