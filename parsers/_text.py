@@ -72,6 +72,17 @@ class MarkerSet:
         return [p for p in range(start, len(text)) if text[p:] in self._prefixes]
 
 
+def partial_marker_len(text: str, markers: Iterable[str]) -> int:
+    """Length of the longest suffix of `text` that is a proper prefix of one of `markers`."""
+    best = 0
+    for marker in markers:
+        for k in range(min(len(marker) - 1, len(text)), best, -1):
+            if text.endswith(marker[:k]):
+                best = k
+                break
+    return best
+
+
 def ws_runs_append(chars: str, counts: tuple[int, ...], text: str) -> tuple[str, tuple[int, ...]]:
     """Append whitespace `text` to a run-length encoded buffer (chars[i] repeated counts[i])."""
     runs = [(ch, len(list(group))) for ch, group in itertools.groupby(text)]

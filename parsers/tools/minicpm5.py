@@ -27,7 +27,8 @@ by the tool-call limit. Content streams; a `<think>` opening the output is dropp
 None then). Divergences from vLLM's batch (tests name each), where it looks at the whole
 output: content sent before the first call stays (`content_before_call`); leading blanks before
 text are kept when a `<function` comes only later; an unclosed leading `<think>`, or one with
-nothing after it, is dropped where vLLM returns it (it would have to be held); a `</think>`
+nothing after it, is dropped where vLLM returns it (it would have to be held); a blank run
+over MAX_HELD_CHARS is sent, not held for stripping; a `</think>`
 not opening the output, or a second one, does not take back the text before it; a value
 `json.dumps` refuses (a set, bytes) drops its call where vLLM returns the whole output as
 content. An empty output has no content (None, vLLM '').
@@ -54,6 +55,7 @@ from parsers._base import MAX_HELD_CHARS, ToolParser, ToolParseResult, make_tool
 from parsers._errors import LimitExceededError, StateError
 from parsers._events import ContentDelta, Event, ToolArgsDelta, ToolCallStart
 from parsers._state import JsonState
+from parsers._text import partial_marker_len
 from parsers.tools._base import MAX_TOOL_CALL_CHARS, assemble
 
 __all__ = ["MiniCPM5ToolParser", "MiniCPM5ToolState"]
@@ -292,17 +294,6 @@ def _alias(name: str, args: dict[str, Any], names: set[str]) -> tuple[str, dict[
     return name, args
 
 
-def _partial(text: str, *markers: str) -> int:
-    """Length of the longest suffix of `text` that is a proper prefix of a marker."""
-    best = 0
-    for marker in markers:
-        for k in range(min(len(marker) - 1, len(text)), best, -1):
-            if text.endswith(marker[:k]):
-                best = k
-                break
-    return best
-
-
 class MiniCPM5ToolParser(ToolParser):
     name: ClassVar[str] = "minicpm5"
     # DelegatingParser (no engine) keeps the raw output when no call is made: the chat parser
@@ -411,7 +402,7 @@ class _Run:
     def in_content(self, buf: str, final: bool) -> str:
         if self.raw:
             at = buf.find(_OPEN)
-            keep = 0 if final or at >= 0 else _partial(buf, _OPEN)
+            keep = 0 if final or at >= 0 else partial_marker_len(buf, (_OPEN,))
             end = at if at >= 0 else len(buf) - keep
             self.text(buf[:end])
             self.tail = "" if at >= 0 else buf[end:]
@@ -421,18 +412,23 @@ class _Run:
             return buf[at + len(_OPEN) :]
         if self.mode == _LEAD:
             body = buf.lstrip()
-            if body.startswith(_THINK):
-                self.blanks = ""
-                self.mode = _THOUGHT
-                return body[len(_THINK) :]
-            if not final and (not body or _THINK.startswith(body)):
-                self.tail = buf  # blanks, or a possible `<think>`
+            self.text(buf[: len(buf) - len(body)])  # leading blanks are held
+            buf = body
+            if self.mode == _LEAD:  # (a blank run too long to hold ends it)
+                if body.startswith(_THINK):
+                    self.blanks = ""
+                    self.mode = _THOUGHT
+                    return body[len(_THINK) :]
+                if not body or (not final and _THINK.startswith(body)):
+                    self.tail = body  # a possible `<think>`
+                    return ""
+                self.mode = _HEAD
+            if not buf:
                 return ""
-            self.mode = _HEAD
         markers = [_OPEN, _COLLAPSED_PARAM] + ([_THINK_END] if self.mode == _THOUGHT else [])
         hits = [(i, m) for m in markers if (i := buf.find(m)) >= 0]
         if not hits:
-            keep = 0 if final else _partial(buf, *markers)
+            keep = 0 if final else partial_marker_len(buf, markers)
             self.text(buf[: len(buf) - keep])
             self.tail = buf[len(buf) - keep :]
             return ""
@@ -462,12 +458,15 @@ class _Run:
             if not text:
                 return
         body = text.rstrip()
-        if not body:
-            self.blanks += text
-            return
-        self.events.append(ContentDelta(self.blanks + body))
-        self.blanks = text[len(body) :]
-        self.mode = _BODY
+        if body:
+            self.events.append(ContentDelta(self.blanks + body))
+            self.blanks = ""
+            self.mode = _BODY
+        self.blanks += text[len(body) :]
+        while len(self.blanks) > MAX_HELD_CHARS:  # a blank run too long to hold: sent
+            self.events.append(ContentDelta(self.blanks[:MAX_HELD_CHARS]))
+            self.blanks = self.blanks[MAX_HELD_CHARS:]
+            self.mode = _HEAD if self.mode == _LEAD else self.mode
 
     def end(self) -> None:
         if self.block:  # a block the output cut: its text is content

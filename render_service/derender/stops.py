@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from parsers._state import JsonState
+from parsers._text import partial_marker_len
 
 __all__ = [
     "StopRules",
@@ -103,13 +104,7 @@ def cut_text(text: str, match: tuple[str, int], include: bool) -> str:
 
 def _held_suffix(text: str, stops: Sequence[str]) -> int:
     """Length of the longest suffix of `text` that is a proper prefix of a stop string."""
-    longest = 0
-    for stop in stops:
-        for size in range(min(len(stop) - 1, len(text)), longest, -1):
-            if text.endswith(stop[:size]):
-                longest = size
-                break
-    return longest
+    return partial_marker_len(text, stops)
 
 
 @dataclass(frozen=True, slots=True)

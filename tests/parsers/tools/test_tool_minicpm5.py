@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from parsers import ChatOptions, ChatParser
+from parsers._base import MAX_HELD_CHARS
 from parsers._errors import LimitExceededError
 from parsers._events import ContentDelta, ToolArgsDelta, ToolCallStart
 from parsers.tools._base import assemble
@@ -278,3 +279,17 @@ def test_minicpm5_tool_view_stays_small() -> None:
 
     wire = json.dumps(encode_tools(agent_tools(), "required"), separators=(",", ":")).encode()
     assert len(zlib.compress(wire, 9)) < 900
+
+
+def test_minicpm5_long_blank_runs_stream(parser: MiniCPM5ToolParser) -> None:
+    """Blanks are held for vLLM's strip, up to MAX_HELD_CHARS; a longer run is sent."""
+    texts = ["\n" * 9000 + "x", "x" + " " * 9000 + "y", "x" + " " * 9000 + W, "  " * 5000 + "<think>a</think>b",
+             "<think>a</think>" + " " * 9000 + "b"]  # fmt: skip
+    for text, size in ((t, n) for t in texts for n in (333, 700)):
+        state, events = parser.initial_state(), []
+        for i in range(0, len(text), size):
+            state, out = parser.feed(state, text[i : i + size], "r")
+            events += out
+            assert len(state.blanks) + len(state.tail) <= MAX_HELD_CHARS and not state.block or len(state.block) < 8000
+        events += parser.finish(state, "r")[1]
+        assert assemble(events) == parser.parse(text, "r")
