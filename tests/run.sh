@@ -4,7 +4,7 @@
 #   .cache/vllm-*    vLLM 0.32 CPU engine and the vLLM 0.33 reference (see .ci/install_vllm.sh)
 # Extra arguments go to pytest, e.g. `tests/run.sh -k parsers -x`.
 # Two phases: the tests that start no vLLM engine, one pytest worker per core (whole files per
-# worker, so module fixtures start once); then the `engine` tests alone, as their timing needs
+# worker, tests/parsers on one: tests/conftest.py _worker_group); then the `engine` tests alone, as their timing needs
 # (an idle P/D pair keeps both cores busy). RS_TEST_WORKERS=1 runs everything in one process.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,7 +21,7 @@ cores=$(nproc); workers=${RS_TEST_WORKERS:-$(( cores > 4 ? 4 : cores ))}
 case " $* " in *" -m "*|*" -m"*) workers=1 ;; esac  # the caller's own marker selection: one run
 if [ "$workers" -le 1 ]; then exec .venv/bin/python -m pytest "$@"; fi
 rc=0
-.venv/bin/python -m pytest -n "$workers" --dist loadfile --max-worker-restart=0 -m "not engine" "$@" || rc=$?
+.venv/bin/python -m pytest -n "$workers" --dist loadgroup --max-worker-restart=0 -m "not engine" "$@" || rc=$?
 erc=0
 .venv/bin/python -m pytest -m engine "$@" || erc=$?
 # 5 is "no tests collected": fine in one phase when a selection (-k, a path) leaves the other.

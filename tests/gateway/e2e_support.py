@@ -178,6 +178,7 @@ class CuttableProxy:
         self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
         self.sockets: list[socket.socket] = []
         self.lock = threading.Lock()
+        self.is_cut = False
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -188,6 +189,10 @@ class CuttableProxy:
                 return
             upstream = socket.create_connection(self.target)
             with self.lock:
+                if self.is_cut:  # accepted just before cut(): it must not outlive it
+                    client.close()
+                    upstream.close()
+                    return
                 self.sockets += [client, upstream]
             for src, dst in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
@@ -207,6 +212,7 @@ class CuttableProxy:
             self.listener.shutdown(socket.SHUT_RDWR)
         self.listener.close()
         with self.lock:
+            self.is_cut = True
             for sock in self.sockets:
                 # shutdown wakes the pump threads blocked in recv (a bare close would wait for
                 # them) and ends both TCP streams mid-response.

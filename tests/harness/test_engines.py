@@ -243,7 +243,10 @@ def test_async_client_scripted_requests_and_abort(tokens_engine):
 
     async def aborted_stream(client: httpx.AsyncClient) -> str:
         rid = new_id("aabort")
-        body = generate_body(prompt, rid, max_tokens=MAX_MODEL_LEN - len(prompt), ignore_eos=True)
+        # Paced, so the whole length outlasts the abort's latency on a busy machine (a CI run
+        # saw the tiny model reach the length first).
+        body = generate_body(prompt, rid, max_tokens=MAX_MODEL_LEN - len(prompt), ignore_eos=True,
+                             extra_args={PACE_KEY: PACE_MS})
         reasons = []
         async for event in aiter_generate_stream(client, tokens_engine, body):
             if event == SSE_DONE:

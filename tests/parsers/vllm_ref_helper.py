@@ -30,6 +30,7 @@ import os
 import sys
 import time
 import traceback
+from collections import OrderedDict
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -48,12 +49,18 @@ from vllm.renderers.online_derenderer import (  # noqa: E402
 )
 from vllm.tokenizers.hf import get_cached_tokenizer  # noqa: E402
 
-_TOKENIZERS: dict[tuple[str, str], object] = {}
+# The most recently used tokenizers (~30 MB each): one per family, and a session asks for 80.
+_TOKENIZERS: OrderedDict[tuple[str, str], object] = OrderedDict()
+_TOKENIZERS_KEPT = 32
 
 
 def tokenizer(directory: str, loader: str):
     key = (directory, loader)
-    if key not in _TOKENIZERS:
+    if key in _TOKENIZERS:
+        _TOKENIZERS.move_to_end(key)
+    else:
+        while len(_TOKENIZERS) >= _TOKENIZERS_KEPT:
+            _TOKENIZERS.popitem(last=False)
         if loader == "backend":
             from transformers import TokenizersBackend
 
