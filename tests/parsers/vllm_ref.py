@@ -12,6 +12,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HELPER = Path(__file__).resolve().parent / "vllm_ref_helper.py"
 
@@ -30,8 +32,19 @@ def ref_venv() -> Path:
     return venv
 
 
+# A reference process past this resident size is replaced before the next call: its caches
+# (tokenizers, vLLM parser state) grow over a session, and two pytest workers each own one.
+MAX_RSS_BYTES = int(os.environ.get("RS_VLLM_REF_MAX_RSS_MB", "2500")) * 2**20
+
+
 class VllmRef:
+    """The helper process; its ops keep no state between calls but caches, so it is replaced
+    transparently when it grows past MAX_RSS_BYTES."""
+
     def __init__(self) -> None:
+        self._start()
+
+    def _start(self) -> None:
         python = ref_venv() / "bin" / "python"
         env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "VLLM_LOGGING_LEVEL": "ERROR",
                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": ""}
@@ -57,7 +70,11 @@ class VllmRef:
         assert self._proc.stdin is not None
         self._proc.stdin.write(json.dumps({"op": op, **kwargs}, ensure_ascii=False) + "\n")
         self._proc.stdin.flush()
-        return self._read()
+        result = self._read()
+        if psutil.Process(self._proc.pid).memory_info().rss > MAX_RSS_BYTES:
+            self.close()
+            self._start()
+        return result
 
     def close(self) -> None:
         if self._proc.poll() is None:
