@@ -21,7 +21,9 @@ cores=$(nproc); workers=${RS_TEST_WORKERS:-$(( cores > 4 ? 4 : cores ))}
 case " $* " in *" -m "*|*" -m"*) workers=1 ;; esac  # the caller's own marker selection: one run
 if [ "$workers" -le 1 ]; then exec .venv/bin/python -m pytest "$@"; fi
 rc=0
-.venv/bin/python -m pytest -n "$workers" --dist loadgroup --max-worker-restart=0 -m "not engine" "$@" || rc=$?
+# Two glibc arenas per process: the workers' threads otherwise fragment memory into one arena
+# each, and two workers with their reference processes near a 24 GB machine's limit.
+MALLOC_ARENA_MAX=2 .venv/bin/python -m pytest -n "$workers" --dist loadgroup --max-worker-restart=0 -m "not engine" "$@" || rc=$?
 erc=0
 .venv/bin/python -m pytest -m engine "$@" || erc=$?
 # 5 is "no tests collected": fine in one phase when a selection (-k, a path) leaves the other.
