@@ -678,7 +678,7 @@ def reasoning_token_counter(parser: ReasoningParser,
         if not getattr(parser, "thinking", True):
             return ReasoningTokenCounter()  # deepseek_v3 thinking off: IdentityReasoningParser
         return _DepthCounter(parser.start_token_id, parser.end_token_id)  # type: ignore[attr-defined]
-    if name == "minimax_m2_append_think":  # the base ReasoningParser method: always 0
+    if name in ("minimax_m2_append_think", "muse_glimmer"):  # the base ReasoningParser method: always 0
         return ReasoningTokenCounter()
     if name == "minimax_m3":  # its own depth count over <mm:think>, open from the start when
         prefilled = parser.chat_template_kwargs.get("thinking_mode") == "enabled"  # prefilled

@@ -51,13 +51,14 @@ REASONING_PARSER_MODULES: dict[str, str] = {
     "kimi_k3": "parsers.reasoning.kimi_k3:KimiK3ReasoningParser",
     "muse": "parsers.reasoning.muse:MuseReasoningParser",
     "musespark1x": "parsers.reasoning.muse:MuseSpark1xReasoningParser",
+    "muse_glimmer": "parsers.reasoning.muse_glimmer:MuseGlimmerReasoningParser",
 }
 
 # Reasoning families whose vLLM class sets skip_special_tokens=False in `adjust_request`
 # (every adapter over vLLM's parser engine does; a legacy class that does is listed too).
 REASONING_KEEPS_SPECIAL_TOKENS: frozenset[str] = frozenset(
     {"qwen3", "glm45", "glm47", "mistral", "nemotron_v3", "granite_thinking_parser", "minicpmv", "gemma4", "kimi_k2", "minimax_m2", "plamo3", "seed_oss", "step3p5", "deepseek_v4", "deepseek_v41", "ling3", "mimo",
-     "inkling", "kimi_k3", "muse", "musespark1x"}
+     "inkling", "kimi_k3", "muse", "musespark1x", "muse_glimmer"}
 )
 
 # Reasoning families whose `adjust_request` also sets spaces_between_special_tokens=False

@@ -27,9 +27,7 @@ PARSERS_DIR = Path(__file__).resolve().parents[2] / "parsers"
 # The registry must equal vLLM's pinned registry minus exactly these.
 PENDING_TOOL_PARSERS: frozenset[str] = frozenset({
 })
-PENDING_REASONING_PARSERS = frozenset({
-    "muse_glimmer",
-})
+PENDING_REASONING_PARSERS: frozenset[str] = frozenset()
 
 
 def test_reasoning_names_are_vllms() -> None:
