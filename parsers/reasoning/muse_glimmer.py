@@ -21,7 +21,9 @@ tool-call limit LimitExceededError), and possible marker tails. Where vLLM's ans
 how the output ends, ours keeps what it sent (the test's DIVERGENCES, README "Known
 differences"): a chain that never closes after joining a second span (vLLM drops the closed
 spans), a self body that runs into a header (vLLM counts it twice), a swallowed self header
-whose body never closes, content sent before the remainder shows ATEM.
+whose body never closes, content sent before the remainder shows ATEM. Composed with a Muse
+tool parser the first answer goes out framed (header and boundary), so the tool parser keeps
+ATEM echoed in it as the answer's text, where vLLM's batch hands it the framed remainder.
 
 `is_reasoning_end` on prompt ids is vLLM's Glimmer one (the text after the last
 `<|start|>assistant`, self spans removed, from its first header that is not self / user on,
@@ -30,6 +32,7 @@ holds ATEM). Reasoning tokens: vLLM's Glimmer class uses the base method, 0.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -85,9 +88,16 @@ class MuseGlimmerReasoningState(JsonState):
 
 class MuseGlimmerReasoningParser(MuseReasoningParser):
     name: ClassVar[str] = "muse_glimmer"
+    # Composed with a Muse tool parser: the answer goes out framed (its header and boundary),
+    # so ATEM echoed in it stays the answer's text for the tool parser, as in vLLM's batch.
+    frames_answer: bool = False
 
     def for_tool_parser(self, tool_parser: ToolParser) -> MuseGlimmerReasoningParser:
-        return self  # Glimmer's content is already the framed remainder when it holds calls
+        if tool_parser.name not in ("muse", "musespark1x", "muse_glimmer"):
+            return self
+        clone = copy.copy(self)
+        clone.frames_answer = True
+        return clone
 
     def initial_state(self, prompt_token_ids: Sequence[int] = ()) -> MuseGlimmerReasoningState:  # type: ignore[override]
         return MuseGlimmerReasoningState()
@@ -107,10 +117,10 @@ class MuseGlimmerReasoningParser(MuseReasoningParser):
         return glimmer_tool_turn_started(text)
 
     def feed(self, state: JsonState, text: str) -> tuple[MuseGlimmerReasoningState, list[Event]]:  # type: ignore[override]
-        return _Scan(self._check(state)).run(text, final=False)
+        return _Scan(self._check(state), self.frames_answer).run(text, final=False)
 
     def finish(self, state: JsonState) -> tuple[MuseGlimmerReasoningState, list[Event]]:  # type: ignore[override]
-        return _Scan(self._check(state)).run("", final=True)
+        return _Scan(self._check(state), self.frames_answer).run("", final=True)
 
     def _check(self, state: object) -> MuseGlimmerReasoningState:  # type: ignore[override]
         if not isinstance(state, MuseGlimmerReasoningState):
@@ -123,8 +133,8 @@ class MuseGlimmerReasoningParser(MuseReasoningParser):
 class _Scan:
     """Scratch copy of a state for one feed/finish, plus the events it emits."""
 
-    def __init__(self, state: MuseGlimmerReasoningState) -> None:
-        self.s = state
+    def __init__(self, state: MuseGlimmerReasoningState, frames_answer: bool) -> None:
+        self.s, self.frames_answer = state, frames_answer
         self.chain, self.swallow, self.phase = state.chain, state.swallow, state.phase
         self.in_self, self.saw_self, self.framed = state.in_self, state.saw_self, state.framed
         self.pending = state.pending
@@ -200,6 +210,8 @@ class _Scan:
                 self.swallow = True
             if self.phase == _USER:
                 self.phase = _DONE
+                if self.frames_answer and not self.framed:
+                    push_content(self.events, text)
             if not self.in_self:
                 self.remainder(text)
             if not self.framed and self.phase != _PRE:
@@ -219,9 +231,11 @@ class _Scan:
             self.phase = _USER
             if not self.framed:
                 self.pending = ""
+                if self.frames_answer:
+                    push_content(self.events, text)
         if not self.in_self:
             self.remainder(text)
-            if kind == "atem" and not self.framed:
+            if kind == "atem" and not self.framed and not (self.frames_answer and self.phase == _USER):
                 self.framed = True
                 push_content(self.events, self.pending)
                 self.pending = ""

@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from parsers._base import ReasoningParser
 from parsers.chat import ChatOptions, ChatParser
 from parsers.reasoning.muse import MuseReasoningParser, MuseSpark1xReasoningParser
 from parsers.reasoning_tokens import reasoning_token_counter
@@ -19,6 +20,7 @@ from parsers.registry import get_reasoning_parser, get_tool_parser
 from .family_check import check_chunking
 from .family_oracle import family_cases, vllm_family
 from .family_tokenizers import family_tokenizer
+from .tokenizers_util import TokenizerBundle
 from .tools.engine_family_support import composed_mismatches, family_cases_for, reasoning_mismatches
 from .tools.test_tool_muse import OWN as TOOL_OWN
 from .tools.test_tool_muse import TOOLS, cut_call_kept, invoke, msg
@@ -74,26 +76,31 @@ def test_muse_reasoning_matches_vllm(vllm_ref, bundle) -> None:  # noqa: ANN001
     parser = MuseReasoningParser(bundle.tokenizer)
     bad = reasoning_mismatches(parser, cases, results, bundle, DIVERGENCES)
     assert not bad, json.dumps(bad, ensure_ascii=False)[:6000]
+    assert_counts_and_composed(parser, "muse", cases, ready, results, bundle, COMPOSED_DIVERGENCES)
+
+
+def assert_counts_and_composed(parser: ReasoningParser, tool_name: str, cases: dict, ready: list,  # noqa: PLR0913
+                               results: dict, bundle: TokenizerBundle, named: dict[str, str]) -> None:
+    """Our reasoning-token count == vLLM's, and our composed batch (with the Muse tool parser
+    `tool_name`) == vLLM's but for the `named` cases and the tool side's named divergences
+    (test_tool_muse.py), seen through the composition: without a call vLLM keeps the reasoning
+    parser's (framed) content raw where ours returns the tool parser's content of it; a call
+    the output cuts is kept."""
     counter = reasoning_token_counter(parser)
     counts = {name: (counter.count([i for _, ids in case["chunks"] for i in ids]), res.get("reasoning_tokens"))
               for (name, res), case in zip(results.items(), ready, strict=True)}
     assert {k: v for k, v in counts.items() if v[0] != v[1]} == {}
-    chat = ChatParser(parser, get_tool_parser("muse")(bundle.tokenizer, TOOLS),
-                      ChatOptions(tool_choice="auto", enable_auto_tools=True))
+    tool = get_tool_parser(tool_name)(bundle.tokenizer, TOOLS)
+    chat = ChatParser(parser, tool, ChatOptions(tool_choice="auto", enable_auto_tools=True))
     composed = composed_mismatches(chat, cases, results, bundle)
-    tool = chat.tool_parser
-    assert tool is not None
     for name, diff in list(composed.items()):
         ours, theirs = diff["ours"], diff["vllm"]
-        # The tool side's named divergences (test_tool_muse.py), seen through the composition:
-        # without a call vLLM keeps the reasoning parser's (framed) content raw where ours
-        # returns the tool parser's content of it; a call the output cuts is kept.
         framed = results[name]["reasoning"]["content"]
         again = tool.parse(framed or "", "req-1")
         raw_without_calls = not theirs[2] and theirs[1] == framed and ours[1] == again.content and len(ours[2]) <= 1
         if ours[0] == theirs[0] and (raw_without_calls or cut_call_kept((ours[1], ours[2]), (theirs[1], theirs[2]))):
             del composed[name]
-    for name in COMPOSED_DIVERGENCES:
+    for name in named:
         assert composed.pop(name, None) is not None, f"{name}: named divergence does not diverge"
     assert not composed, json.dumps(composed, ensure_ascii=False)[:6000]
 
