@@ -110,6 +110,11 @@ class MuseReasoningParser(ReasoningParser):
             text = str(decode(list(token_ids), skip_special_tokens=False))
         except Exception:  # noqa: BLE001 - vLLM returns False when decoding fails
             return False
+        return self.turn_started(text)
+
+    @staticmethod
+    def turn_started(text: str) -> bool:
+        """vLLM's is_reasoning_end on the decoded prompt: has the current turn reached a tool?"""
         return tool_turn_started(text)
 
     def feed(self, state: JsonState, text: str) -> tuple[MuseReasoningState, list[Event]]:

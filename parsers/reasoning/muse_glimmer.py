@@ -106,14 +106,8 @@ class MuseGlimmerReasoningParser(MuseReasoningParser):
     def state_type(cls) -> type[MuseGlimmerReasoningState]:  # type: ignore[override]
         return MuseGlimmerReasoningState
 
-    def is_reasoning_end(self, token_ids: Sequence[int]) -> bool:
-        decode = getattr(self.vocab, "decode", None)
-        if decode is None:
-            return False
-        try:
-            text = str(decode(list(token_ids), skip_special_tokens=False))
-        except Exception:  # noqa: BLE001 - vLLM returns False when decoding fails
-            return False
+    @staticmethod
+    def turn_started(text: str) -> bool:
         return glimmer_tool_turn_started(text)
 
     def feed(self, state: JsonState, text: str) -> tuple[MuseGlimmerReasoningState, list[Event]]:  # type: ignore[override]
