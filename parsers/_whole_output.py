@@ -43,6 +43,15 @@ class WholeOutputMachine(Protocol):
     def parse(self, text: str, request_id: str) -> WholeOutputResult: ...
     def state_type(self) -> type[JsonState]: ...
 
+    # How vLLM composes the one parser it builds around the machine:
+    prefers_reasoning_side: bool  # both parsers set: the reasoning parser's machine counts
+    needs_auto_tools_alone: bool  # from a tool parser alone, built only with auto tool choice
+
+    def kept(self, reasoning_set: bool, tools_set: bool, include_reasoning: bool,
+             tool_choice: object) -> tuple[bool, bool]:
+        """(reasoning, calls) kept from the machine's events."""
+        ...
+
 
 def collect(events: Sequence[Event]) -> WholeOutputResult:
     """The batch result the events of a whole output add up to."""

@@ -67,8 +67,7 @@ from parsers._events import (
 from parsers._newlines import NewlineState, feed_newlines, recover_newlines
 from parsers._state import JsonState
 from parsers._text import check_ws_runs, ws_runs_append, ws_runs_text
-from parsers.cohere import CohereMachine
-from parsers.harmony import HarmonyMachine
+from parsers._whole_output import WholeOutputMachine
 from parsers.tools import ToolParserTraits, tool_parser_traits
 from parsers.tools._engine import EngineToolParser
 from parsers.tools.minicpm5 import MiniCPM5ToolParser
@@ -178,9 +177,9 @@ class ChatParser:
     ) -> None:
         self.reasoning_parser = reasoning_parser
         self.options = options
-        self.harmony: HarmonyMachine | CohereMachine | None = _harmony_machine(reasoning_parser, tool_parser)
-        if isinstance(self.harmony, CohereMachine) and reasoning_parser is None and not (
-            options.enable_auto_tools
+        self.harmony: WholeOutputMachine | None = _harmony_machine(reasoning_parser, tool_parser)
+        if self.harmony is not None and self.harmony.needs_auto_tools_alone and (
+            reasoning_parser is None and not options.enable_auto_tools
         ):
             self.harmony = None  # vLLM builds no parser from a tool name without auto tools
         # vLLM builds its parser without a tool parser when auto tool choice is off.
@@ -411,14 +410,10 @@ class ChatParser:
         ]
         return state.replace(tool=h_state.to_json()), self._filter(out)
     def _machine_keeps(self) -> tuple[bool, bool]:
-        """(reasoning, calls) kept from the one machine. Cohere's parser always splits the
-        reasoning and drops calls with tool_choice="none"; Harmony needs each parser."""
-        if isinstance(self.harmony, CohereMachine):
-            calls = self.tool_parser is not None and self.options.tool_choice != "none"
-            return self.options.include_reasoning, calls
-        return self.reasoning_parser is not None and self.options.include_reasoning, (
-            self.tool_parser is not None
-        )
+        """(reasoning, calls) kept from the one machine, by its family's rule."""
+        assert self.harmony is not None
+        return self.harmony.kept(self.reasoning_parser is not None, self.tool_parser is not None,
+                                 self.options.include_reasoning, self.options.tool_choice)
 
     def _recover_newlines(
         self, state: ChatState, events: list[Event], *, final: bool
@@ -564,15 +559,15 @@ class ChatParser:
 
 def _harmony_machine(
     reasoning_parser: ReasoningParser | None, tool_parser: ToolParser | None
-) -> HarmonyMachine | CohereMachine | None:
+) -> WholeOutputMachine | None:
     """The one machine replacing the pipeline: gpt-oss's Harmony parser, or Cohere's
     (`CohereCommandParser`, whose preset is the reasoning parser's when both are set)."""
-    machines = [
+    machines: list[WholeOutputMachine | None] = [
         getattr(p, "machine", None) if getattr(p, "harmony", False) else None
         for p in (tool_parser, reasoning_parser)
         if p is not None
     ]
-    if isinstance(getattr(reasoning_parser, "machine", None), CohereMachine):
+    if getattr(getattr(reasoning_parser, "machine", None), "prefers_reasoning_side", False):
         machines.reverse()
     if not machines or all(m is None for m in machines):
         return None
@@ -581,7 +576,7 @@ def _harmony_machine(
             "Harmony requires the openai_gptoss reasoning parser and the openai tool parser"
         )
     machine = machines[0]
-    assert isinstance(machine, HarmonyMachine | CohereMachine)
+    assert machine is not None
     return machine
 
 

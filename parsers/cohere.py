@@ -156,6 +156,16 @@ class _Run:
 class CohereMachine:
     """The melody filter of one preset: immutable configuration, state in CohereState."""
 
+    # CohereCommandParser: the reasoning parser's preset wins; a tool name alone needs auto
+    # tool choice; reasoning is always split and calls dropped with tool_choice="none".
+    prefers_reasoning_side = True
+    needs_auto_tools_alone = True
+
+    @staticmethod
+    def kept(reasoning_set: bool, tools_set: bool, include_reasoning: bool,  # noqa: ARG004
+             tool_choice: object) -> tuple[bool, bool]:
+        return include_reasoning, tools_set and tool_choice != "none"
+
     def __init__(self, preset: str) -> None:
         self.preset = preset
         self.initial_mode, self.markers = PRESETS[preset]

@@ -425,6 +425,15 @@ HarmonyResult = WholeOutputResult
 class HarmonyMachine:
     """The Harmony parser (module docstring): immutable configuration, state in HarmonyState."""
 
+    # vLLM's Harmony path needs both parsers; each keeps its own part.
+    prefers_reasoning_side = False
+    needs_auto_tools_alone = False
+
+    @staticmethod
+    def kept(reasoning_set: bool, tools_set: bool, include_reasoning: bool,
+             tool_choice: object) -> tuple[bool, bool]:  # noqa: ARG004
+        return reasoning_set and include_reasoning, tools_set
+
     def __init__(self, *, limit: int = 512 * 1024) -> None:
         self.json = JsonArgs(ascii_only=True, limit=limit)
 
