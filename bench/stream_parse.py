@@ -25,7 +25,8 @@ call) through openai_gptoss + openai against vLLM's HarmonyParser replay.
 `--case families`: one row per registered parser name, on the family's own markup (its corpus
 entry grown by bench/family_outputs.py, its tokenizer): every tool parser with its reasoning
 parser on a ~2,000-token output with calls, then every reasoning parser alone on ~4,000 tokens;
-vLLM's replay sampled at 5 chunk positions per row. `--only NAME...` picks rows.
+vLLM's replay sampled at 5 chunk positions per row. `--only NAME...` picks rows, `--kind
+tool` (or `reasoning`) keeps rows of that kind.
 
 `--case agentic`: a ~12,000-token output dominated by one `write_file` call whose content is
 a whole file (the shape of agent traffic), with 30 tools declared.
@@ -317,7 +318,7 @@ def run_family(ref: VllmRef, kind: str, reasoning: str | None, tool: str | None,
             "ours_max_state_bytes": ours["max_state_bytes"]}
 
 
-def main_families(only: list[str]) -> None:
+def main_families(only: list[str], kinds: list[str]) -> None:
     """One row per family (one vLLM reference process for all): a markdown table, then JSON."""
     ref = VllmRef()
     rows = []
@@ -325,7 +326,7 @@ def main_families(only: list[str]) -> None:
           "| ratio | largest state B |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     try:
         for kind, reasoning, tool, tokens in family_rows():
-            if only and not {tool, reasoning} & set(only):
+            if (only and not {tool, reasoning} & set(only)) or (kinds and kind not in kinds):
                 continue
             try:
                 row = run_family(ref, kind, reasoning, tool, tokens)
@@ -352,11 +353,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--case", choices=[*sorted(CASES), "families"], default="mixed")
     parser.add_argument("--only", nargs="*", default=[], help="families: these parser names only")
+    parser.add_argument("--kind", nargs="*", default=[], choices=["tool", "reasoning"],
+                        help="families: these row kinds only (a name can be both)")
     parser.add_argument("--tokens", type=int, default=None, help="4,000 (mixed) / 12,000 (agentic)")
     parser.add_argument("--sample-every", type=int, default=None, help="100 (mixed) / 1,000 (agentic)")
     args = parser.parse_args()
     if args.case == "families":
-        main_families(args.only)
+        main_families(args.only, args.kind)
         return
     build, tool_defs, n_calls, window, tokenizer, reasoning_name, tool_name, prompt_text = CASES[args.case]
     names = (reasoning_name, tool_name)
