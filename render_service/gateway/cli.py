@@ -43,6 +43,10 @@ _NESTED = {
     "first_token_timeout": ("timeouts", "first_token_s"),
     "inter_token_timeout": ("timeouts", "inter_token_s"),
     "request_timeout": ("timeouts", "request_s"),
+    "enable_conversations": ("conversations", "enabled"),
+    "max_conversations": ("conversations", "max_conversations"),
+    "decoder_kv_blocks_ttl": ("conversations", "decoder_kv_blocks_ttl"),
+    "kv_recompute_threshold": ("conversations", "kv_recompute_threshold"),
 }
 _FLAT = ("routing", "prefill_routing", "decode_routing", "block_size", "prefix_cache_blocks",
          "max_retries", "max_concurrent_streams", "kv_lease_duration", "engine_api_key",
@@ -90,6 +94,15 @@ def add_gateway_parser(subparsers: Any, add_model_flags: AddFlags, add_server_fl
     g.add_argument("--fingerprint-mode", choices=FINGERPRINT_MODES, default=None,
                    help="system_fingerprint of responses, as vLLM's flag (default full)")
     g.add_argument("--fingerprint-value", default=None, help="the literal for --fingerprint-mode custom")
+    g.add_argument("--enable-conversations", action="store_true", default=None,
+                   help="multi-turn P/D: a conversation_id's next turn loads the last one's KV "
+                        "back from its decoder (engines need NIXL bidirectional_kv_xfer)")
+    g.add_argument("--max-conversations", type=int, default=None,
+                   help="conversations whose last turn is remembered (default 10000)")
+    g.add_argument("--decoder-kv-blocks-ttl", type=float, default=None, metavar="SECONDS",
+                   help="the decode engines' NIXL decoder_kv_blocks_ttl (vLLM default 480)")
+    g.add_argument("--kv-recompute-threshold", type=int, default=None, metavar="TOKENS",
+                   help="reuse no fewer tokens than this (the engines' kv_recompute_threshold, 64)")
     return p
 
 
@@ -104,12 +117,12 @@ def gateway_config_from_args(args: argparse.Namespace) -> GatewayConfig:
         if value is not None:
             data[key] = value
     nested: dict[str, dict[str, Any]] = {
-        "health": dict(data.get("health") or {}), "timeouts": dict(data.get("timeouts") or {})}
+        section: dict(data.get(section) or {}) for section in ("health", "timeouts", "conversations")}
     for dest, (section, key) in _NESTED.items():
         value = getattr(args, dest, None)
         if value is not None:
             nested[section][key] = value
-    data.update(nested)
+    data.update({section: values for section, values in nested.items() if values})
     return GatewayConfig.from_mapping(data)
 
 

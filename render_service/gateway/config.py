@@ -24,6 +24,13 @@ File shape (every key optional; URLs are the engines' base URLs):
                                               #   RENDER_SERVICE_ENGINE_API_KEY variable
     fingerprint_mode: full                    # system_fingerprint: full | hash | custom | none
     fingerprint_value: null                   # the literal for fingerprint_mode: custom
+    conversations:                            # multi-turn P/D KV reuse (see continuation.py)
+      enabled: false                          #   needs bidirectional_kv_xfer on every engine
+      max_conversations: 10000                #   remembered last turns (oldest evicted)
+      max_stored_tokens: 50000000             #   token ids kept for the guard, all turns (4 B each)
+      decoder_kv_blocks_ttl: 480              #   the decode engines' NIXL decoder_kv_blocks_ttl (s)
+      ttl_margin_s: 10                        #   a turn older than ttl - margin is not reused
+      kv_recompute_threshold: 64              #   reuse fewer tokens than this: recompute instead
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from typing import Any
 from render_service.errors import ConfigError
 
 __all__ = [
+    "ConversationSettings",
     "GatewayConfig",
     "HealthSettings",
     "Timeouts",
@@ -78,6 +86,39 @@ class HealthSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ConversationSettings:
+    """Multi-turn P/D: turn N+1's prefill loads turn N's KV back from its decoder (README
+    "Multi-turn P/D"). The engines must run NIXL with `bidirectional_kv_xfer: true`."""
+
+    enabled: bool = False
+    # Bounds of the conversation table: its entry count, and the token ids it keeps for the
+    # guard (4 bytes each; 50M tokens = 200 MB, ~1,500 conversations at 32k tokens).
+    max_conversations: int = 10_000
+    max_stored_tokens: int = 50_000_000
+    # The decode engines' `kv_connector_extra_config.decoder_kv_blocks_ttl` (vLLM default 480 s):
+    # how long a decoder pins a finished turn's blocks. A turn is reused only while younger than
+    # the TTL minus the margin (the prefill still has to start its read; vLLM's own worker
+    # declines a read 5 s before expiry).
+    decoder_kv_blocks_ttl: float = 480.0
+    ttl_margin_s: float = 10.0
+    # Fewer reusable tokens than this are recomputed (the engines' `kv_recompute_threshold`,
+    # default 64: a transfer has a fixed cost that a few tokens do not repay).
+    kv_recompute_threshold: int = 64
+
+    def __post_init__(self) -> None:
+        if self.max_conversations < 1 or self.max_stored_tokens < 1:
+            raise ConfigError("conversations.max_conversations and max_stored_tokens must be >= 1")
+        if self.ttl_margin_s < 0 or self.decoder_kv_blocks_ttl <= self.ttl_margin_s:
+            raise ConfigError("conversations.decoder_kv_blocks_ttl must exceed ttl_margin_s >= 0")
+        if self.kv_recompute_threshold < 0:
+            raise ConfigError("conversations.kv_recompute_threshold must be >= 0")
+
+    @property
+    def reuse_window_s(self) -> float:
+        return self.decoder_kv_blocks_ttl - self.ttl_margin_s
+
+
+@dataclass(frozen=True, slots=True)
 class GatewayConfig:
     engines: tuple[str, ...] = ()
     prefill: tuple[str, ...] = ()
@@ -97,6 +138,7 @@ class GatewayConfig:
     engine_api_key: str | None = field(default=None, repr=False)
     fingerprint_mode: str = "full"
     fingerprint_value: str | None = None
+    conversations: ConversationSettings = field(default_factory=ConversationSettings)
 
     def __post_init__(self) -> None:
         if self.engines and (self.prefill or self.decode):
@@ -120,6 +162,8 @@ class GatewayConfig:
                               f"{', '.join(FINGERPRINT_MODES)}")
         if self.fingerprint_mode == "custom" and not self.fingerprint_value:
             raise ConfigError("--fingerprint-mode custom needs --fingerprint-value")
+        if self.conversations.enabled and not self.disaggregated:
+            raise ConfigError("conversations.enabled needs a P/D layout (--prefill and --decode)")
         for url in (*self.engines, *self.prefill, *self.decode):
             if not url.startswith(("http://", "https://")):
                 raise ConfigError(f"engine URL {url!r} must start with http:// or https://")
@@ -154,6 +198,8 @@ class GatewayConfig:
                 data["health"] = HealthSettings(**data["health"])
             if "timeouts" in data:
                 data["timeouts"] = Timeouts(**data["timeouts"])
+            if "conversations" in data:
+                data["conversations"] = ConversationSettings(**data["conversations"])
             return cls(**data)
         except TypeError as exc:
             raise ConfigError(f"gateway config: {exc}") from exc

@@ -159,6 +159,20 @@ def test_cli_flags_build_pd_config() -> None:
     assert config.timeouts.first_token_s == 7 and config.max_retries == 1 and config.block_size == 32
 
 
+def test_conversations_from_file_and_flags(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The `conversations` section, and its flags over it."""
+    yaml_file = tmp_path / "gw.yaml"
+    yaml_file.write_text("prefill: [http://p]\ndecode: [http://d]\n"
+                         "conversations: {max_conversations: 50, decoder_kv_blocks_ttl: 120}\n")
+    config = gateway_config_from_args(parse(["--config", str(yaml_file), "--enable-conversations",
+                                             "--kv-recompute-threshold", "128"]))
+    conversations = config.conversations
+    assert conversations.enabled and conversations.max_conversations == 50
+    assert conversations.kv_recompute_threshold == 128
+    assert conversations.reuse_window_s == 120 - conversations.ttl_margin_s
+    assert not gateway_config_from_args(parse(["--config", str(yaml_file)])).conversations.enabled
+
+
 def test_config_file_yaml_and_json_with_flag_override(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A YAML or JSON file configures everything; flags win over it."""
     yaml_file = tmp_path / "gw.yaml"
@@ -183,6 +197,10 @@ def test_config_file_yaml_and_json_with_flag_override(tmp_path) -> None:  # type
     ({"engines": ["http://a"], "engnes": []}, "unknown keys"),
     ({"engines": ["http://a"], "timeouts": {"prefill_s": 0}}, "must be > 0"),
     ({"engines": ["http://a"], "max_concurrent_streams": 0}, ">= 1"),
+    ({"engines": ["http://a"], "conversations": {"enabled": True}}, "needs a P/D layout"),
+    ({"prefill": ["http://p"], "decode": ["http://d"],
+      "conversations": {"decoder_kv_blocks_ttl": 5, "ttl_margin_s": 10}}, "must exceed"),
+    ({"prefill": ["http://p"], "decode": ["http://d"], "conversations": {"ttl": 5}}, "ttl"),
     ({"engines": ["http://a"], "kv_lease_duration": 0}, "kv-lease-duration"),
     ({"engines": ["http://a"], "fingerprint_mode": "random"}, "choose from"),
     ({"engines": ["http://a"], "fingerprint_mode": "custom"}, "--fingerprint-value"),
