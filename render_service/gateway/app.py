@@ -31,6 +31,7 @@ from render_service.gateway.anthropic import anthropic_error_body, chat_to_messa
 from render_service.gateway.asgi import ClientDisconnected, SSEResponse, until_disconnect
 from render_service.gateway.codec import Codec, InProcessCodec
 from render_service.gateway.config import GatewayConfig
+from render_service.gateway.continuation import CONVERSATION_HEADER
 from render_service.gateway.gateway import ClientFactory, Gateway, StreamResult
 from render_service.gateway.responses_api import chat_to_response, response_events
 from render_service.http.bodies import json_response, read_json_object, version_body
@@ -59,7 +60,8 @@ def _add_generation_routes(app: FastAPI, gateway: Gateway) -> None:
         body = await read_json_object(request)
         try:
             result = await until_disconnect(
-                request.receive, gateway.handle(endpoint, body, request.headers.get("x-request-id")))
+                request.receive, gateway.handle(endpoint, body, request.headers.get("x-request-id"),
+                                                request.headers.get(CONVERSATION_HEADER)))
         except ClientDisconnected:
             return Response(status_code=_CLIENT_GONE)
         if isinstance(result, StreamResult):
@@ -81,7 +83,8 @@ def _add_generation_routes(app: FastAPI, gateway: Gateway) -> None:
             body = await read_json_object(request)
             chat_body = await _off_loop(gateway, gateway.codec.messages_chat_body, body)  # type: ignore[attr-defined]
             result = await until_disconnect(
-                request.receive, gateway.handle("chat", chat_body, request.headers.get("x-request-id")))
+                request.receive, gateway.handle("chat", chat_body, request.headers.get("x-request-id"),
+                                              request.headers.get(CONVERSATION_HEADER)))
         except ClientDisconnected:
             return Response(status_code=_CLIENT_GONE)
         except RenderServiceError as exc:
@@ -98,7 +101,8 @@ def _add_generation_routes(app: FastAPI, gateway: Gateway) -> None:
             gateway, gateway.codec.responses_chat_body, body)  # type: ignore[attr-defined]
         try:
             result = await until_disconnect(
-                request.receive, gateway.handle("chat", chat_body, request.headers.get("x-request-id")))
+                request.receive, gateway.handle("chat", chat_body, request.headers.get("x-request-id"),
+                                              request.headers.get(CONVERSATION_HEADER)))
         except ClientDisconnected:
             return Response(status_code=_CLIENT_GONE)
         if isinstance(result, StreamResult):

@@ -1,15 +1,16 @@
 """Non-streaming responses: engine answers -> the one JSON body `vllm serve` returns.
 
 How a leg's engine answer is obtained (`answer_mode`):
-  json      one non-streaming generate (DecodeStage.complete).
+  json      one non-streaming generate (DecodeStage.complete); also every conversation turn
+            in P/D (its kv_transfer_params say where the turn's KV stays, conversations.py).
   streamed  the engine is streamed and the events collected, then turned back into a
             GenerateTokensResponse: with stop strings (a match aborts the engine at once; the
             streaming derender only finds the match) and in P/D (the first decode event times
             the KV handoff, and a failure before it is retried like a streaming request).
             Bounded as a whole by `timeouts.request_s`, like a JSON decode.
   replayed  json, then replayed as one-token events through the same stop-string scan: stop
-            strings with prompt_logprobs, which only a JSON answer carries (the token stream has
-            none). The engine is not stopped early then; the answer is cut exactly all the same.
+            strings with prompt_logprobs, or with a conversation turn to record, which only a
+            JSON answer carries (the token stream has none). The engine is not stopped early then; the answer is cut exactly all the same.
 Every answer then goes through batch derender, which cuts the text at the stop string exactly,
 and `echo`, the response role, system_fingerprint and (chat with a reasoning parser) the
 usage's reasoning-token count are applied as vLLM's serving layer does.
@@ -42,7 +43,7 @@ __all__ = ["BatchResponder", "answer_mode"]
 
 
 def answer_mode(ctx: RequestContext, *, disaggregated: bool) -> str:
-    if any(leg.wants_prompt_logprobs for leg in ctx.legs):
+    if ctx.records_turn or any(leg.wants_prompt_logprobs for leg in ctx.legs):
         return "replayed" if ctx.stop_strings else "json"
     if ctx.stop_strings or disaggregated:
         return "streamed"

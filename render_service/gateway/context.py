@@ -9,6 +9,7 @@ failure or a hang-up can abort exactly those).
 from __future__ import annotations
 
 import time
+from array import array
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -43,6 +44,11 @@ class Leg:
     # Why the decode request is aborted if its stream is closed before the engine finished;
     # responders set "stop_string", errors set their own; else the client went away.
     close_reason: str = "client_gone"
+    # Multi-turn P/D (conversations.py): the conversation this leg continues, the prefill's
+    # kv_transfer_params that load (or release) the last turn's blocks, and the prompt ids.
+    conversation: str | None = None
+    prefill_kv: dict[str, Any] | None = None
+    prompt_array: array[int] | None = None
 
     @property
     def request_id(self) -> str:
@@ -81,10 +87,16 @@ class RequestContext:
     created: int = field(default_factory=lambda: int(time.time()))
     legs: list[Leg] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
+    conversation_id: str | None = None
 
     @property
     def stream(self) -> bool:
         return bool(self.body.get("stream"))
+
+    @property
+    def records_turn(self) -> bool:
+        """The decode answer must come as JSON: it carries where this turn's KV stays."""
+        return any(leg.conversation is not None for leg in self.legs) and not self.stream
 
     @cached_property
     def options(self) -> ServeOptions:
@@ -119,11 +131,13 @@ def engine_body(leg: Leg, *, stream: bool, request_id: str) -> dict[str, Any]:
     return body
 
 
-def prefill_body(leg: Leg) -> dict[str, Any]:
-    """The prefill leg: one token, non-streaming, KV kept for a remote decoder."""
+def prefill_body(leg: Leg, kv_transfer_params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The prefill leg: one token, non-streaming, KV kept for a remote decoder.
+    `kv_transfer_params`: a conversation's last turn to load (conversations.py)."""
     body = engine_body(leg, stream=False, request_id=leg.request_id)
     sampling = dict(body["sampling_params"])
     sampling.pop("min_tokens", None)  # vLLM's proxy: "not supported for P"
     sampling.update(max_tokens=1, n=1)
-    body.update(sampling_params=sampling, kv_transfer_params=dict(KV_PREFILL_PARAMS))
+    body.update(sampling_params=sampling,
+                kv_transfer_params=dict(kv_transfer_params or KV_PREFILL_PARAMS))
     return body

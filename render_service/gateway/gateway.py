@@ -3,6 +3,7 @@
     handle(endpoint, body, request_id_header)
       admission (bounded; 503 with Retry-After when saturated)
       -> RenderStage (fetches http(s) images, then renders) -> ServeOptions.check
+      -> Conversations.plan (multi-turn P/D only: the continuation guard)
       -> PrefillStage (no-op without a prefill pool) -> DecodeStage
       -> Responders (SSE) or BatchResponder (JSON): derender, echo, usage, fingerprint
 
@@ -32,6 +33,8 @@ from render_service.gateway.batch import BatchResponder
 from render_service.gateway.codec import Codec
 from render_service.gateway.config import GatewayConfig
 from render_service.gateway.context import RequestContext
+from render_service.gateway.continuation import conversation_id
+from render_service.gateway.conversations import Conversations
 from render_service.gateway.engine_client import EngineClient, EngineHttp, HttpEngineClient
 from render_service.gateway.metrics import GATEWAY_METRICS
 from render_service.gateway.pool import Engine, EnginePool, HealthChecker
@@ -121,11 +124,14 @@ class Gateway:
         self.model_name = model_name or codec.models()["data"][0]["id"]
         decode_pool = self.pools["decode"] if config.disaggregated else self.pools["collocated"]
         fingerprint = system_fingerprint(config, codec)
+        self.conversations = (Conversations(config.conversations, decode_pool, config.block_size)
+                              if config.conversations.enabled else None)
         self.render = RenderStage(codec, self.executor, fetcher, limits)
         self.prefill = PrefillStage(self.pools.get("prefill"), config.timeouts,
                                     config.max_retries, self.aborter)
         self.decode = DecodeStage(decode_pool, config.timeouts, config.max_retries, self.aborter,
-                                  kv_lease_s=config.kv_lease_duration)
+                                  kv_lease_s=config.kv_lease_duration,
+                                  conversations=self.conversations)
         self.responders = Responders(codec, self.decode, self.model_name, fingerprint)
         self.batch = BatchResponder(codec, self.decode, self.executor, self.model_name,
                                     disaggregated=config.disaggregated,
@@ -170,14 +176,20 @@ class Gateway:
         return {"ready": self.ready(), "pools": pools}
 
     # -- requests ----------------------------------------------------------------------------
-    async def handle(self, endpoint: str, body: dict[str, Any], request_id_header: str | None
-                     ) -> dict[str, Any] | StreamResult:
+    async def handle(self, endpoint: str, body: dict[str, Any], request_id_header: str | None,
+                     conversation_header: str | None = None) -> dict[str, Any] | StreamResult:
+        """`conversation_header`: X-Conversation-ID (multi-turn P/D; the body's
+        `conversation_id` field says the same)."""
         self.admission.enter()
         ctx = RequestContext(endpoint, body, request_id_header)
         handed_over = False
         try:
+            if self.conversations is not None:
+                ctx.conversation_id = conversation_id(body, conversation_header)
             await self.render.run(ctx)
             ctx.options.check()
+            if self.conversations is not None:
+                self.conversations.plan(ctx)
             await self.prefill.run(ctx)
             if ctx.stream:
                 opened = await self.responders.open_stream(ctx)

@@ -56,6 +56,30 @@ class GatewayMetrics:
                                     ["pool", "engine"])
         self.rejected = Counter(p + "rejected_total", "Requests refused before any work.",
                                 ["reason"])
+        # Multi-turn P/D (conversations.py): the continuation guard's decisions.
+        c = p + "continuation_"
+        self.continuation_decisions = Counter(
+            c + "decisions_total", "Conversation turns by the guard's decision: full (the whole "
+            "last turn reused), partial (a shorter common prefix), refused, miss (no last turn).",
+            ["decision"])
+        self.continuation_refusals = Counter(c + "refusals_total",
+                                             "Turns the guard did not reuse, by cause.", ["cause"])
+        self.continuation_reused_tokens = Counter(
+            c + "reused_tokens_total", "Prompt tokens the prefill was told to load from the "
+            "last turn's decoder (it loads fewer when its own prefix cache has them).")
+        self.continuation_recomputed_tokens = Counter(
+            c + "recomputed_tokens_total",
+            "Prompt tokens of conversation turns outside the reused prefix.")
+        self.continuation_fallbacks = Counter(
+            c + "fallbacks_total", "Prefills carrying a last turn's KV that failed and were "
+            "sent again without it.")
+        self.continuation_unrecorded = Counter(
+            c + "unrecorded_turns_total", "Conversation turns that cannot be continued, by "
+            "cause: stream (the token stream has no kv_transfer_params), no_kv (the decoder "
+            "kept no blocks), fanout (n > 1 or several prompts).", ["cause"])
+        self.continuation_guard = Histogram(c + "guard_seconds", "The continuation guard's time.",
+                                            buckets=_PHASE)
+        self.conversations = Gauge(p + "conversations", "Conversations whose last turn is held.")
 
 
 GATEWAY_METRICS = GatewayMetrics()

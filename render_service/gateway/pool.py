@@ -37,6 +37,7 @@ class Engine:
     healthy: bool = True
     outstanding: int = 0
     failures: int = 0  # consecutive failed health polls
+    epoch: int = 0  # times it left rotation (a decoder that did lost the KV it held)
 
 
 class EnginePool:
@@ -67,6 +68,9 @@ class EnginePool:
     def served(self, engine: Engine, prompt: PromptBlocks) -> None:
         """`engine` computed `prompt`: its blocks are now (probably) in that engine's cache."""
         self.policy.record(engine, self._keys(prompt))
+
+    def find(self, url: str) -> Engine | None:
+        return next((e for e in self.engines if e.url == url), None)
 
     def _keys(self, prompt: PromptBlocks) -> list[int]:
         return prompt.keys(self.block_size) if self.policy.name == "prefix_aware" else []
@@ -104,6 +108,7 @@ class EnginePool:
     def _set_health(self, engine: Engine, healthy: bool) -> None:
         if engine.healthy and not healthy:
             self.policy.forget(engine)
+            engine.epoch += 1
         engine.healthy = healthy
         GATEWAY_METRICS.engine_healthy.labels(self.name, engine.url).set(1 if healthy else 0)
 

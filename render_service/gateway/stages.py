@@ -4,7 +4,9 @@
     PrefillStage  P/D only (pool=None makes it a no-op: collocated mode is a parameter, not a
                   code path). max_tokens=1, non-streaming, kv_transfer_params do_remote_decode;
                   a failed try goes to another prefill engine; with none left the leg decodes
-                  without remote KV (the decode engine recomputes the prompt).
+                  without remote KV (the decode engine recomputes the prompt). A conversation
+                  turn's first try loads the last turn's KV from its decoder (conversations.py);
+                  if that try fails, the prefill runs again without it.
     DecodeStage   `complete(leg)` (JSON) or `events(leg)` (SSE events); a failure before the
                   first event (or a JSON answer) is retried on another engine (no token reached
                   the client, so it is safe), after it the error propagates to the responder.
@@ -12,6 +14,7 @@
                   (`timeouts.request_s`), engine 4xx, and an engine refusing our credentials.
                   In P/D, a retry reuses the prefill's kv_transfer_params only when the failed
                   try never reached its engine; otherwise it recomputes (`_prepare_retry`).
+                  A JSON decode of a conversation turn records where the turn's KV stays.
 
 Each try is one `attempt.EngineAttempt` (lease, deadline, abort-if-unfinished, phase timing)
 and the tries of a leg's phase follow one policy (`attempt.retried`).
@@ -49,6 +52,7 @@ from render_service.gateway.attempt import (
 from render_service.gateway.codec import Codec
 from render_service.gateway.config import Timeouts
 from render_service.gateway.context import Leg, RequestContext, engine_body, prefill_body
+from render_service.gateway.conversations import Conversations
 from render_service.gateway.errors import RequestDeadlineError
 from render_service.gateway.metrics import GATEWAY_METRICS
 from render_service.gateway.pool import Engine, EnginePool
@@ -104,16 +108,8 @@ class PrefillStage:
         observe_phase(ctx, "prefill", time.perf_counter() - started)
 
     async def _prefill(self, leg: Leg, pool: EnginePool) -> None:
-        attempts = Attempts(pool, self.max_retries, "prefill")
-        body = prefill_body(leg)
-
-        async def run(engine: Engine) -> tuple[Engine, dict[str, Any]]:
-            response = await self._one_prefill(engine, pool, body)
-            pool.served(engine, leg.blocks)
-            return engine, response
-
         try:
-            engine, response = await retried(attempts, leg, run, lambda exc: None)
+            engine, response = await self._tries(leg, pool)
         except ServiceUnavailableError:
             return self._recompute(leg, "no healthy prefill engine")
         except RenderServiceError as exc:
@@ -125,6 +121,33 @@ class PrefillStage:
         if not leg.kv_transfer_params:
             log.warning("prefill %s on %s returned no kv_transfer_params; decode recomputes",
                         leg.request_id, engine.url)
+
+    async def _tries(self, leg: Leg, pool: EnginePool) -> tuple[Engine, dict[str, Any]]:
+        """The prefill's tries. One carrying a conversation's last turn (`leg.prefill_kv`)
+        goes first, alone: if it fails (the decoder's blocks expired or it went away, a
+        refused NIXL read under `kv_load_failure_policy: fail`), the prompt is prefilled
+        again without it, which is all the turn loses."""
+        if leg.prefill_kv is not None:
+            try:
+                return await self._tried(leg, pool, prefill_body(leg, leg.prefill_kv), 0)
+            except ServiceUnavailableError:
+                raise
+            except RenderServiceError as exc:
+                log.warning("prefill %s with conversation %s's last turn failed (%s); "
+                            "prefilling without it", leg.request_id, leg.conversation,
+                            exc.message)
+                GATEWAY_METRICS.continuation_fallbacks.inc()
+                leg.prefill_kv = None
+        return await self._tried(leg, pool, prefill_body(leg), self.max_retries)
+
+    async def _tried(self, leg: Leg, pool: EnginePool, body: dict[str, Any], max_retries: int
+                     ) -> tuple[Engine, dict[str, Any]]:
+        async def run(engine: Engine) -> tuple[Engine, dict[str, Any]]:
+            response = await self._one_prefill(engine, pool, body)
+            pool.served(engine, leg.blocks)
+            return engine, response
+
+        return await retried(Attempts(pool, max_retries, "prefill"), leg, run, lambda exc: None)
 
     async def _one_prefill(self, engine: Engine, pool: EnginePool, body: dict[str, Any]
                            ) -> dict[str, Any]:
@@ -148,18 +171,22 @@ class PrefillStage:
 
 class DecodeStage:
     def __init__(self, pool: EnginePool, timeouts: Timeouts, max_retries: int,
-                 aborter: Aborter, kv_lease_s: float = 30.0) -> None:
+                 aborter: Aborter, kv_lease_s: float = 30.0,
+                 conversations: Conversations | None = None) -> None:
         self.pool = pool
         self.timeouts = timeouts
         self.max_retries = max_retries
         self.aborter = aborter
         self.kv_lease_s = kv_lease_s
+        self.conversations = conversations
 
     # -- non-streaming -----------------------------------------------------------------
     async def complete(self, ctx: RequestContext, leg: Leg) -> dict[str, Any]:
         async def run(engine: Engine) -> dict[str, Any]:
             response = await self._one_complete(ctx, leg, engine)
             self.pool.served(engine, leg.blocks)
+            if self.conversations is not None:
+                self.conversations.record(leg, engine, response)
             return response
 
         attempts = Attempts(self.pool, self.max_retries, "decode")

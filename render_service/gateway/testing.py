@@ -11,6 +11,8 @@ the sampling params ask, streams never do) and can be told to misbehave:
     engine.faults.append(Fault.die_after(2))     # next stream: 2 events, then the socket drops
     engine.faults.append(Fault.error_event_after(1))  # 1 event, then an SSE error event
     engine.faults.append(Fault.stall_after(1))   # 1 event, then silence
+    ScriptedEngine("http://d0", bidirectional=True)  # a decoder keeping its KV for the next
+                                                     # turn (NIXL bidirectional_kv_xfer)
 
 Everything it saw is recorded (`calls`, `aborts`), and `live` holds the engine request ids
 still running, so tests can assert that nothing leaked. An abort of a live stream ends it the
@@ -100,6 +102,8 @@ class ScriptedEngine(EngineClient):
     token_delay_s: float = 0.0
     healthy: bool = True
     eos_id: int = EOS_ID
+    bidirectional: bool = False
+    block_size: int = 16
     faults: list[Fault] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
     aborts: list[str] = field(default_factory=list)
@@ -210,6 +214,14 @@ class ScriptedEngine(EngineClient):
             kv = {"do_remote_prefill": True, "do_remote_decode": False, "remote_engine_id": self.url,
                   "remote_block_ids": [[1, 2]], "remote_request_id": rid, "remote_host": "127.0.0.1",
                   "remote_port": 5600, "tp_size": 1}
+        elif self.bidirectional and params and len(choices) == 1:
+            # vLLM's decoder: the blocks of prompt + output - 1 tokens pinned.
+            computed = len(body["token_ids"]) + len(choices[0]["token_ids"]) - 1
+            blocks = list(range(-(-computed // self.block_size)))
+            kv = {"do_remote_prefill": False, "do_remote_decode": True, "remote_engine_id": self.url,
+                  "remote_block_ids": [blocks], "remote_request_id": rid,
+                  "remote_host": "127.0.0.1", "remote_port": 5601, "tp_size": 1,
+                  "remote_num_tokens": computed, "remote_blocks_expiry_time": 1e9}
         return {"request_id": rid, "model": "scripted", "created": 0,
                 "usage": _usage(body, completion), "prompt_logprobs": _prompt_logprobs(body),
                 "prompt_token_id_logprobs": None, "kv_transfer_params": kv,
