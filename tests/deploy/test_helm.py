@@ -528,13 +528,25 @@ def test_pd_gateway_gets_both_pools_with_their_routing() -> None:
         "prefill_routing": "prefix_aware",
         "decode": ["http://vllm-decode-0.vllm-decode.llm.svc:8000", "http://vllm-decode-1.vllm-decode.llm.svc:8000"],
         "decode_routing": "least_outstanding",
+        "conversations": {"enabled": True, "max_conversations": 10000, "max_stored_tokens": 50000000,
+                          "decoder_kv_blocks_ttl": 480.0, "ttl_margin_s": 10.0,
+                          "kv_recompute_threshold": 64},
     }
     gateway = GatewayConfig.from_mapping(pools)  # the gateway itself accepts the rendered file
     assert len(gateway.prefill) == 2 and len(gateway.decode) == 2
+    assert gateway.conversations.enabled and gateway.conversations.reuse_window_s == 470
     (container,) = render_service_containers(deployment)
     assert container["args"] == ["gateway", "--config", "/etc/render-service/gateway/gateway.yaml"]
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert mounts["gateway-config"] == "/etc/render-service/gateway"
+
+
+def test_conversations_need_pd_pools() -> None:
+    """Multi-turn P/D on a collocated gateway is refused at render time."""
+    values = {"gateway": {"enabled": True, "pools": {"engines": {"urls": ["http://e0:8000"]}},
+                          "conversations": {"enabled": True}}}
+    with pytest.raises(Exception, match="needs prefill and decode pools"):
+        render(values)
 
 
 def test_collocated_gateway() -> None:
