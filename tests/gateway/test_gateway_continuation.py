@@ -25,27 +25,55 @@ BS = 16  # block size
 
 def decoder_params(computed: int) -> dict:
     """A bidirectional decoder's answer: the blocks of `computed` tokens pinned."""
-    return {"do_remote_prefill": False, "do_remote_decode": True, "remote_engine_id": "d-engine",
-            "remote_block_ids": [list(range(100, 100 + -(-computed // BS)))],
-            "remote_request_id": "generate-tokens-x-1", "remote_host": "127.0.0.1",
-            "remote_port": 5601, "tp_size": 1, "remote_num_tokens": computed,
-            "remote_blocks_expiry_time": 123.0}
+    return {
+        "do_remote_prefill": False,
+        "do_remote_decode": True,
+        "remote_engine_id": "d-engine",
+        "remote_block_ids": [list(range(100, 100 + -(-computed // BS)))],
+        "remote_request_id": "generate-tokens-x-1",
+        "remote_host": "127.0.0.1",
+        "remote_port": 5601,
+        "tp_size": 1,
+        "remote_num_tokens": computed,
+        "remote_blocks_expiry_time": 123.0,
+    }
 
 
-def turn_of(prompt: list[int], output: list[int], *, expires_at: float = 100.0,
-            **kwargs: object) -> Turn:
+def turn_of(
+    prompt: list[int], output: list[int], *, expires_at: float = 100.0, **kwargs: object
+) -> Turn:
     computed = len(prompt) + len(output) - 1
-    turn = Turn.maybe_from_decode(decoder_params(computed), decoder="http://d0", epoch=0,
-                                  prompt=token_array(prompt), output=output,
-                                  expires_at=expires_at, **kwargs)  # type: ignore[arg-type]
+    turn = Turn.maybe_from_decode(
+        decoder_params(computed),
+        decoder="http://d0",
+        epoch=0,
+        prompt=token_array(prompt),
+        output=output,
+        expires_at=expires_at,
+        **kwargs,
+    )  # type: ignore[arg-type]
     assert turn is not None
     return turn
 
 
-def guard(prompt: list[int], turn: Turn, *, threshold: int = 32, now: float = 0.0,
-          alive: bool = True, **kwargs: object):  # type: ignore[no-untyped-def]
-    return decide(token_array(prompt), turn, block_size=BS, threshold=threshold, now=now,
-                  decoder_alive=alive, **kwargs)  # type: ignore[arg-type]
+def guard(
+    prompt: list[int],
+    turn: Turn,
+    *,
+    threshold: int = 32,
+    now: float = 0.0,
+    alive: bool = True,
+    **kwargs: object,
+):  # type: ignore[no-untyped-def]
+    return decide(
+        token_array(prompt),
+        turn,
+        block_size=BS,
+        threshold=threshold,
+        now=now,
+        decoder_alive=alive,
+        **kwargs,
+    )  # type: ignore[arg-type]
 
 
 PROMPT = list(range(1, 101))  # 100 tokens
@@ -113,11 +141,14 @@ def test_the_prefill_always_keeps_a_token_to_compute() -> None:
     assert decision.reuse == 80
 
 
-@pytest.mark.parametrize(("kwargs", "cause"), [
-    ({"now": 100.0}, "expired"),
-    ({"alive": False}, "decoder_gone"),
-    ({"cache_salt": "tenant-b"}, "cache_salt"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "cause"),
+    [
+        ({"now": 100.0}, "expired"),
+        ({"alive": False}, "decoder_gone"),
+        ({"cache_salt": "tenant-b"}, "cache_salt"),
+    ],
+)
 def test_refusals_before_any_comparison(kwargs: dict, cause: str) -> None:
     """Expired, a decoder gone, another cache_salt: refused whatever the tokens."""
     turn = turn_of(PROMPT, OUTPUT)
@@ -128,8 +159,14 @@ def test_block_lists_of_another_block_size_are_refused() -> None:
     """The decoder's blocks are not block_size tokens each (a config mismatch, or clipped
     sliding-window groups): cutting the list would pair the wrong blocks, so refused."""
     turn = turn_of(PROMPT, OUTPUT)  # 149 tokens in 10 blocks of 16
-    decision = decide(token_array(PROMPT + OUTPUT + [1]), turn, block_size=32, threshold=32,
-                      now=0.0, decoder_alive=True)
+    decision = decide(
+        token_array(PROMPT + OUTPUT + [1]),
+        turn,
+        block_size=32,
+        threshold=32,
+        now=0.0,
+        decoder_alive=True,
+    )
     assert decision.cause == "layout"
 
 
@@ -163,15 +200,24 @@ def test_release_params_load_nothing_and_keep_the_blocks() -> None:
     assert params["remote_block_ids"] == turn.kv_transfer_params["remote_block_ids"]
 
 
-@pytest.mark.parametrize("params", [
-    None, {}, {**decoder_params(10), "do_remote_decode": False},
-    {k: v for k, v in decoder_params(10).items() if k != "remote_host"},
-    {**decoder_params(10), "remote_block_ids": None},
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        None,
+        {},
+        {**decoder_params(10), "do_remote_decode": False},
+        {k: v for k, v in decoder_params(10).items() if k != "remote_host"},
+        {**decoder_params(10), "remote_block_ids": None},
+    ],
+)
 def test_a_decode_answer_without_pinned_blocks_is_no_turn(params: dict | None) -> None:
     """Bidirectional off, an abort, missing fields: nothing to continue from."""
-    assert Turn.maybe_from_decode(params, decoder="d", epoch=0, prompt=token_array([1]),
-                                  output=[2], expires_at=1.0) is None
+    assert (
+        Turn.maybe_from_decode(
+            params, decoder="d", epoch=0, prompt=token_array([1]), output=[2], expires_at=1.0
+        )
+        is None
+    )
 
 
 # -- ConversationStore ----------------------------------------------------------------------
@@ -241,16 +287,19 @@ def test_conversation_id_from_body_or_header() -> None:
     assert conversation_id({"conversation_id": "same"}, "same") == "same"
 
 
-@pytest.mark.parametrize(("body", "header"), [
-    ({"conversation_id": "x" * (MAX_CONVERSATION_ID + 1)}, None),
-    ({"conversation_id": "line\nbreak"}, None),
-    ({"conversation_id": "nul\x00"}, None),
-    ({"conversation_id": "c1\x85"}, None),
-    ({"conversation_id": ""}, None),
-    ({"conversation_id": 42}, None),
-    ({}, "tab\there"),
-    ({"conversation_id": "a"}, "b"),
-])
+@pytest.mark.parametrize(
+    ("body", "header"),
+    [
+        ({"conversation_id": "x" * (MAX_CONVERSATION_ID + 1)}, None),
+        ({"conversation_id": "line\nbreak"}, None),
+        ({"conversation_id": "nul\x00"}, None),
+        ({"conversation_id": "c1\x85"}, None),
+        ({"conversation_id": ""}, None),
+        ({"conversation_id": 42}, None),
+        ({}, "tab\there"),
+        ({"conversation_id": "a"}, "b"),
+    ],
+)
 def test_bad_conversation_ids_are_400(body: dict, header: str | None) -> None:
     """Over 256 characters, control characters, not a string, or body != header: 400."""
     with pytest.raises(BadRequestError):

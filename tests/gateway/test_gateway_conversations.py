@@ -24,20 +24,35 @@ def metric(name: str, **labels: str) -> float:
 def pd_engines(answers: list[str]) -> dict[str, ScriptedEngine]:
     """A prefill engine and a bidirectional decoder answering `answers` in turn."""
     turn = iter(answers)
-    return {"http://p0": ScriptedEngine("http://p0"),
-            "http://d0": ScriptedEngine("http://d0", bidirectional=True, block_size=BS,
-                                        tokens=lambda body, index: ids_of(next(turn)))}
+    return {
+        "http://p0": ScriptedEngine("http://p0"),
+        "http://d0": ScriptedEngine(
+            "http://d0",
+            bidirectional=True,
+            block_size=BS,
+            tokens=lambda body, index: ids_of(next(turn)),
+        ),
+    }
 
 
 def pd_gateway(engines: dict[str, ScriptedEngine], **settings: Any):  # type: ignore[no-untyped-def]
-    conversations = SETTINGS if not settings else ConversationSettings(
-        enabled=True, **{"kv_recompute_threshold": 8, **settings})
-    return running_gateway(engines, prefill=("http://p0",), decode=("http://d0",), block_size=BS,
-                           conversations=conversations)
+    conversations = (
+        SETTINGS
+        if not settings
+        else ConversationSettings(enabled=True, **{"kv_recompute_threshold": 8, **settings})
+    )
+    return running_gateway(
+        engines,
+        prefill=("http://p0",),
+        decode=("http://d0",),
+        block_size=BS,
+        conversations=conversations,
+    )
 
 
-async def turn(h: Harness, messages: list[dict[str, str]], cid: str | None = "conv-1",
-               **extra: Any) -> dict[str, Any]:
+async def turn(
+    h: Harness, messages: list[dict[str, str]], cid: str | None = "conv-1", **extra: Any
+) -> dict[str, Any]:
     body: dict[str, Any] = {"model": MODEL, "messages": messages, **extra}
     if cid is not None:
         body["conversation_id"] = cid
@@ -55,7 +70,10 @@ async def test_five_turns_each_load_the_last_turn_from_its_decoder() -> None:
     every decode is JSON (its answer says where the turn's KV stays)."""
     answers = [f"Answer number {i}, told at some length." for i in range(1, 6)]
     engines = pd_engines(answers)
-    full, miss = metric("decisions_total", decision="full"), metric("decisions_total", decision="miss")
+    full, miss = (
+        metric("decisions_total", decision="full"),
+        metric("decisions_total", decision="miss"),
+    )
     messages: list[dict[str, str]] = []
     async with pd_gateway(engines) as h:
         for i in range(5):
@@ -88,9 +106,14 @@ async def test_dropped_reasoning_is_refused_and_its_blocks_released() -> None:
     refused = metric("refusals_total", cause="diverged")
     async with pd_gateway(engines) as h:
         await turn(h, [{"role": "user", "content": "hi"}])
-        out = await turn(h, [{"role": "user", "content": "hi"},
-                             {"role": "assistant", "content": "The answer."},
-                             {"role": "user", "content": "and then?"}])
+        out = await turn(
+            h,
+            [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "The answer."},
+                {"role": "user", "content": "and then?"},
+            ],
+        )
     assert out["choices"][0]["message"]["content"] == "Second."
     kv = prefill_kv(engines)
     assert kv["remote_num_tokens"] == 0 and kv["remote_block_ids"]  # release only
@@ -103,9 +126,14 @@ async def test_a_rewritten_history_reuses_the_prefix_before_the_edit() -> None:
     first = "A first question, long enough."
     async with pd_gateway(engines) as h:
         await turn(h, [{"role": "user", "content": first}])
-        await turn(h, [{"role": "user", "content": first},
-                       {"role": "assistant", "content": "A long EDITED first answer."},
-                       {"role": "user", "content": "?"}])
+        await turn(
+            h,
+            [
+                {"role": "user", "content": first},
+                {"role": "assistant", "content": "A long EDITED first answer."},
+                {"role": "user", "content": "?"},
+            ],
+        )
     common = len(first) + len("A long ")
     assert prefill_kv(engines)["remote_num_tokens"] == common - common % BS
 
@@ -117,9 +145,15 @@ async def test_colliding_ids_never_share_blocks_across_prompts() -> None:
         a = await turn(h, [{"role": "user", "content": "Client A asks something long."}], "shared")
         b = await turn(h, [{"role": "user", "content": "Totally other words from B."}], "shared")
         assert prefill_kv(engines)["remote_num_tokens"] == 0
-        a2 = await turn(h, [{"role": "user", "content": "Client A asks something long."},
-                            {"role": "assistant", "content": "Reply to client A."},
-                            {"role": "user", "content": "more"}], "shared")
+        a2 = await turn(
+            h,
+            [
+                {"role": "user", "content": "Client A asks something long."},
+                {"role": "assistant", "content": "Reply to client A."},
+                {"role": "user", "content": "more"},
+            ],
+            "shared",
+        )
     assert a["choices"][0]["message"]["content"] == "Reply to client A."
     assert b["choices"][0]["message"]["content"] == "Reply to client B."
     assert a2["choices"][0]["message"]["content"] == "A again."
@@ -134,8 +168,10 @@ async def test_a_failed_prefill_with_the_last_turn_is_sent_again_without_it() ->
     messages = [{"role": "user", "content": "A question of some length?"}]
     async with pd_gateway(engines) as h:
         out = await turn(h, messages)
-        messages += [{"role": "assistant", "content": out["choices"][0]["message"]["content"]},
-                     {"role": "user", "content": "Next?"}]
+        messages += [
+            {"role": "assistant", "content": out["choices"][0]["message"]["content"]},
+            {"role": "user", "content": "Next?"},
+        ]
         engines["http://p0"].faults.append(Fault.status(500))
         out = await turn(h, messages)
     assert out["choices"][0]["message"]["content"] == "Second answer."
@@ -154,8 +190,10 @@ async def test_a_decoder_that_left_rotation_is_not_read() -> None:
         pool = h.gateway.pools["decode"]
         pool.mark_unreachable(pool.engines[0], "scripted")
         pool.observe_health(pool.engines[0], True)
-        messages += [{"role": "assistant", "content": out["choices"][0]["message"]["content"]},
-                     {"role": "user", "content": "Next?"}]
+        messages += [
+            {"role": "assistant", "content": out["choices"][0]["message"]["content"]},
+            {"role": "user", "content": "Next?"},
+        ]
         await turn(h, messages)
     assert prefill_kv(engines) == KV_PREFILL_PARAMS
     assert metric("refusals_total", cause="decoder_gone") == gone + 1
@@ -171,8 +209,10 @@ async def test_an_expired_turn_is_not_read() -> None:
         assert conversations is not None
         later = conversations.clock() + SETTINGS.reuse_window_s
         conversations.clock = conversations.store.clock = lambda: later
-        messages += [{"role": "assistant", "content": out["choices"][0]["message"]["content"]},
-                     {"role": "user", "content": "Next?"}]
+        messages += [
+            {"role": "assistant", "content": out["choices"][0]["message"]["content"]},
+            {"role": "user", "content": "Next?"},
+        ]
         await turn(h, messages)
     assert prefill_kv(engines) == KV_PREFILL_PARAMS
 
@@ -183,9 +223,14 @@ async def test_a_streamed_turn_is_not_recorded() -> None:
     streamed = metric("unrecorded_turns_total", cause="stream")
     async with pd_gateway(engines) as h:
         await turn(h, [{"role": "user", "content": "Stream it please."}], stream=True)
-        await turn(h, [{"role": "user", "content": "Stream it please."},
-                       {"role": "assistant", "content": "Streamed answer, long."},
-                       {"role": "user", "content": "?"}])
+        await turn(
+            h,
+            [
+                {"role": "user", "content": "Stream it please."},
+                {"role": "assistant", "content": "Streamed answer, long."},
+                {"role": "user", "content": "?"},
+            ],
+        )
     assert engines["http://d0"].calls[0].kind == "stream"
     assert prefill_kv(engines) == KV_PREFILL_PARAMS
     assert metric("unrecorded_turns_total", cause="stream") == streamed + 1
@@ -197,12 +242,16 @@ async def test_the_header_names_the_conversation_too() -> None:
     messages = [{"role": "user", "content": "A question of some length?"}]
     async with pd_gateway(engines) as h:
         headers = {"x-conversation-id": "via-header"}
-        await h.client.post("/v1/chat/completions", headers=headers,
-                            json={"model": MODEL, "messages": messages})
-        messages += [{"role": "assistant", "content": "First answer, fairly long."},
-                     {"role": "user", "content": "Next?"}]
-        await h.client.post("/v1/chat/completions", headers=headers,
-                            json={"model": MODEL, "messages": messages})
+        await h.client.post(
+            "/v1/chat/completions", headers=headers, json={"model": MODEL, "messages": messages}
+        )
+        messages += [
+            {"role": "assistant", "content": "First answer, fairly long."},
+            {"role": "user", "content": "Next?"},
+        ]
+        await h.client.post(
+            "/v1/chat/completions", headers=headers, json={"model": MODEL, "messages": messages}
+        )
     assert prefill_kv(engines)["remote_num_tokens"] > 0
 
 
@@ -211,9 +260,14 @@ async def test_bad_conversation_ids_get_400_before_any_engine_call() -> None:
     engines = pd_engines(["unused"])
     async with pd_gateway(engines) as h:
         for cid in ("x" * 257, "a\nb"):
-            response = await h.client.post("/v1/chat/completions", json={
-                "model": MODEL, "messages": [{"role": "user", "content": "hi"}],
-                "conversation_id": cid})
+            response = await h.client.post(
+                "/v1/chat/completions",
+                json={
+                    "model": MODEL,
+                    "messages": [{"role": "user", "content": "hi"}],
+                    "conversation_id": cid,
+                },
+            )
             assert response.status_code == 400
             assert "conversation_id" in response.json()["error"]["message"]
     assert not engines["http://p0"].calls and not engines["http://d0"].calls
