@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import REGISTRY
@@ -160,61 +161,61 @@ async def test_colliding_ids_never_share_blocks_across_prompts() -> None:
     assert prefill_kv(engines)["remote_num_tokens"] == 0  # B's turn is no prefix of A's
 
 
-async def test_a_failed_prefill_with_the_last_turn_is_sent_again_without_it() -> None:
-    """A prefill carrying the last turn fails (a refused NIXL read answers 500): the prompt is
-    prefilled again with plain params, and the client sees no error."""
+async def two_turns(
+    between: Callable[[Harness, dict[str, ScriptedEngine]], None],
+) -> tuple[dict[str, ScriptedEngine], dict[str, Any]]:
+    """A conversation's two turns with `between` run between them; the second answer."""
     engines = pd_engines(["First answer, fairly long.", "Second answer."])
-    fallbacks = metric("fallbacks_total")
     messages = [{"role": "user", "content": "A question of some length?"}]
     async with pd_gateway(engines) as h:
         out = await turn(h, messages)
+        between(h, engines)
         messages += [
             {"role": "assistant", "content": out["choices"][0]["message"]["content"]},
             {"role": "user", "content": "Next?"},
         ]
-        engines["http://p0"].faults.append(Fault.status(500))
         out = await turn(h, messages)
     assert out["choices"][0]["message"]["content"] == "Second answer."
+    return engines, out
+
+
+async def test_a_failed_prefill_with_the_last_turn_is_sent_again_without_it() -> None:
+    """A prefill carrying the last turn fails (a refused NIXL read answers 500): the prompt is
+    prefilled again with plain params, and the client sees no error."""
+    fallbacks = metric("fallbacks_total")
+    engines, _ = await two_turns(lambda h, e: e["http://p0"].faults.append(Fault.status(500)))
     reuse, plain = (c.body["kv_transfer_params"] for c in engines["http://p0"].calls[1:])
     assert reuse["remote_num_tokens"] > 0 and plain == KV_PREFILL_PARAMS
     assert metric("fallbacks_total") == fallbacks + 1
 
 
+def _decoder_leaves_and_returns(h: Harness, engines: dict[str, ScriptedEngine]) -> None:
+    pool = h.gateway.pools["decode"]
+    pool.mark_unreachable(pool.engines[0], "scripted")
+    pool.observe_health(pool.engines[0], True)
+
+
 async def test_a_decoder_that_left_rotation_is_not_read() -> None:
     """The decoder went out of rotation (and back) since the turn: its blocks are gone."""
-    engines = pd_engines(["First answer, fairly long.", "Second answer."])
     gone = metric("refusals_total", cause="decoder_gone")
-    messages = [{"role": "user", "content": "A question of some length?"}]
-    async with pd_gateway(engines) as h:
-        out = await turn(h, messages)
-        pool = h.gateway.pools["decode"]
-        pool.mark_unreachable(pool.engines[0], "scripted")
-        pool.observe_health(pool.engines[0], True)
-        messages += [
-            {"role": "assistant", "content": out["choices"][0]["message"]["content"]},
-            {"role": "user", "content": "Next?"},
-        ]
-        await turn(h, messages)
+    engines, _ = await two_turns(_decoder_leaves_and_returns)
     assert prefill_kv(engines) == KV_PREFILL_PARAMS
     assert metric("refusals_total", cause="decoder_gone") == gone + 1
 
 
+def _ttl_passes(h: Harness, engines: dict[str, ScriptedEngine]) -> None:
+    conversations = h.gateway.conversations
+    assert conversations is not None
+    later = conversations.clock() + SETTINGS.reuse_window_s
+    conversations.clock = conversations.store.clock = lambda: later
+
+
 async def test_an_expired_turn_is_not_read() -> None:
     """Past the decoder's TTL minus the margin: plain prefill (the blocks are freed)."""
-    engines = pd_engines(["First answer, fairly long.", "Second answer."])
-    messages = [{"role": "user", "content": "A question of some length?"}]
-    async with pd_gateway(engines) as h:
-        out = await turn(h, messages)
-        conversations = h.gateway.conversations
-        assert conversations is not None
-        later = conversations.clock() + SETTINGS.reuse_window_s
-        conversations.clock = conversations.store.clock = lambda: later
-        messages += [
-            {"role": "assistant", "content": out["choices"][0]["message"]["content"]},
-            {"role": "user", "content": "Next?"},
-        ]
-        await turn(h, messages)
+    expired = metric("refusals_total", cause="expired")
+    engines, _ = await two_turns(_ttl_passes)
     assert prefill_kv(engines) == KV_PREFILL_PARAMS
+    assert metric("refusals_total", cause="expired") == expired + 1
 
 
 async def test_a_streamed_turn_is_not_recorded() -> None:
