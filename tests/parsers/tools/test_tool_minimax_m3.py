@@ -83,6 +83,19 @@ OWN: dict[str, str] = {
     "own:deep_nesting": block(invoke("search", el("filters", el("a", el("b", el("c", "1")))))),
     "own:namespace_in_text": "The marker ]<]minimax[>[ and <tool_call> are text.",
     "own:partial_marker_at_end": "I will call ]<]minimax[>[<tool_",
+    "own:child_in_string": block(invoke("search", el("query", "a " + el("b", "c") + " d"), el("exact", "true"))),
+    "own:stray_marker_in_string": block(invoke("search", el("query", f"a {NS} b"), el("exact", "true"))),
+    "own:typed_after_string": block(invoke("search", el("query", "q\nr"), el("tags", el("item", "3")))),
+    "own:long_cut": f'{NS}<tool_call>\n{NS}<invoke name="search">{NS}<query>' + "long text " * 500,
+}
+# Where vLLM's element conversion is not prefix-stable, ours keeps what streamed (module docstring).
+DIVERGENCES = {
+    "own:repeated_names": "a repeated parameter is written twice (vLLM: a list of the values)",
+    "own:child_in_string": "a child element ends the streamed string value; the rest of the body "
+                           "is dropped (vLLM: an object with $text)",
+    "own:stray_marker_in_string": "a stray marker ends the streamed string value (vLLM drops it)",
+    "own:truncated_in_body": "a string value the output cuts is kept (vLLM drops it)",
+    "own:long_cut": "as own:truncated_in_body, in a long value",
 }
 REASONING_OWN: dict[str, str] = {
     "own:r:leading_close": "</mm:think>Answer </mm:think> <mm:think>x</mm:think>",
@@ -109,13 +122,13 @@ def parser(bundle) -> MinimaxM3ToolParser:  # noqa: ANN001
 def test_minimax_m3_matches_vllm(vllm_ref, bundle, parser: MinimaxM3ToolParser) -> None:  # noqa: ANN001
     cases = family_cases_for(["minimax_m3"], {**OWN, **REASONING_OWN})
     _, results = run_oracle(vllm_ref, "minimax_m3", cases, TOOLS, bundle=bundle, reasoning="minimax_m3")
-    bad = batch_mismatches(parser, cases, results)
+    bad = batch_mismatches(parser, cases, results, DIVERGENCES)
     assert not bad, json.dumps(bad, ensure_ascii=False)[:8000]
     reasoning = MinimaxM3ReasoningParser(bundle.tokenizer, {}, special_tokens=bundle.special_tokens)
     bad = reasoning_mismatches(reasoning, cases, results, bundle)
     assert not bad, json.dumps(bad, ensure_ascii=False)[:8000]
     chat = ChatParser(reasoning, parser, ChatOptions(tool_choice="auto", enable_auto_tools=True))
-    bad = composed_mismatches(chat, cases, results, bundle)
+    bad = composed_mismatches(chat, cases, results, bundle, DIVERGENCES)
     assert not bad, json.dumps(bad, ensure_ascii=False)[:8000]
 
 
@@ -145,12 +158,29 @@ def test_minimax_m3_reasoning_prefilled() -> None:
     assert (parser.parse("all").reasoning, parser.parse("all").content) == ("all", None)
 
 
-def test_minimax_m3_arguments_sent_when_the_invoke_closes(parser: MinimaxM3ToolParser) -> None:
+def test_minimax_m3_streams_name_then_fragments(parser: MinimaxM3ToolParser) -> None:
+    """The name goes out when it is complete, a string value as fragments, a typed value when
+    its element closes."""
     head = f'Hi{NS}<tool_call>\n{NS}<invoke name="get_weather">{NS}<city>Par'
     state, events = parser.feed(parser.initial_state(), head, "r")
-    assert [type(e).__name__ for e in events] == ["ContentDelta", "ToolCallStart"]
+    assert [type(e).__name__ for e in events] == ["ContentDelta", "ToolCallStart", "ToolArgsDelta"]
     assert isinstance(events[1], ToolCallStart) and events[1].name == "get_weather"
-    state, events = parser.feed(state, f"is{NS}</city>{NS}<days>5{NS}</days>", "r")
-    assert events == []
-    state, events = parser.feed(state, f"{NS}</invoke>", "r")
-    assert [e.text for e in events if isinstance(e, ToolArgsDelta)] == ['{"city": "Paris", "days": 5}']
+    assert [e.text for e in events if isinstance(e, ToolArgsDelta)] == ['{"city": "Par']
+    state, events = parser.feed(state, f"is{NS}</city>{NS}<days>5", "r")
+    assert [e.text for e in events if isinstance(e, ToolArgsDelta)] == ['is"']
+    state, events = parser.feed(state, f"{NS}</days>{NS}</invoke>", "r")
+    assert [e.text for e in events if isinstance(e, ToolArgsDelta)] == [', "days": 5}']
+
+
+def test_minimax_m3_long_string_value_streams_with_bounded_state(parser: MinimaxM3ToolParser) -> None:
+    """A ~20k-character string value, one token per chunk: the state stays under 2 KB."""
+    pieces = [f"{NS}<tool_call>", "\n", f'{NS}<invoke name="', "search", '">', NS, "<query>"]
+    pieces += ["x < y ]<]mini z\n"] * 1300 + [NS, "</query>", f"{NS}</invoke>", f"{NS}</tool_call>"]
+    state, largest, sent = parser.initial_state(), 0, []
+    for piece in pieces:
+        state, events = parser.feed(state, piece, "r")
+        state = type(state).from_json(json.loads(json.dumps(state.to_json())))
+        largest = max(largest, len(json.dumps(state.to_json())))
+        sent += [e.text for e in events if isinstance(e, ToolArgsDelta)]
+    assert largest < 2_000, largest
+    assert json.loads("".join(sent)) == {"query": "x < y ]<]mini z\n" * 1300}
