@@ -28,8 +28,9 @@ any name is accepted.
 
 Streaming: content streams (a whitespace-only start is held until a response channel or other
 text decides); a call is announced at its header; a string value streams escaped as it
-arrives (holding only a partial close marker); other values are held to their close marker
-(bounded by the tool-call limit) and written decoded.
+arrives (holding only a partial close marker); other values go through `JsonValue`
+(`_json_value.py`): a short one is held and decoded at its close marker, a longer one streams
+as its canonical JSON, or as a string once it cannot be JSON.
 
 Divergences (stream == our batch; `DIVERGENCES` in tests/parsers/tools/test_tool_kimi_k3.py),
 each because text had streamed before vLLM's regex could decide: a call or argument whose
@@ -38,22 +39,25 @@ where vLLM drops it; a repeated argument key is written twice (vLLM keeps one, J
 content before a late `<|open|>response<|sep|>` stays (vLLM drops it); a response channel
 that starts or ends only after the tools channel is not the content; a
 `<|close|>message<|sep|>` inside a closed response channel is dropped (vLLM keeps it); a literal
-`<|open|>` inside a call's attributes restarts the tag.
+`<|open|>` inside a call's attributes restarts the tag; a non-string value over
+`HOLD_CHARS` that stops being JSON after them (or a repeated key in it) keeps the canonical text
+it streamed, then its raw text (vLLM: the whole value as a string).
 """
 
 from __future__ import annotations
 
-import json
+import functools
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import regex
 
 from parsers._base import MAX_HELD_CHARS, ToolParser, ToolParseResult, make_tool_call_id
-from parsers._errors import LimitExceededError, StateError
+from parsers._errors import StateError
 from parsers._events import Event, ToolCallStart, push_args, push_content
 from parsers._state import JsonState
 from parsers.tools._base import MAX_TOOL_CALL_CHARS, assemble, json_dumps
+from parsers.tools._json_value import JsonValue, JsonValueState
 
 __all__ = [
     "OPEN", "CLOSE", "SEP", "Tag", "XtmlLexer", "tag_name", "ContentRules", "ContentState",
@@ -223,22 +227,25 @@ class KimiK3ToolState(JsonState):
     """lex: the lexer's held text. content: the content rules' state (phase "tools" once the
     tools channel opened). where: in the tools channel: "section", "call" (a call's body),
     "skip" (a call without a name), "string" / "json" (an argument value), "done" (after the
-    channel). calls: calls announced. members: members written in the open call. raw: a
-    non-string value held to its close."""
+    channel). calls: calls announced. members: members written in the open call. value: a
+    non-string value's writer (where "json")."""
+
+    VERSION: ClassVar[int] = 2
 
     lex: str = ""
     content: ContentState = ContentState()
     where: str = "section"
     calls: int = 0
     members: int = 0
-    raw: str = ""
+    value: JsonValueState | None = None
 
     def __post_init__(self) -> None:
         if self.where not in _WHERE or self.calls < 0 or self.members < 0:
             raise ValueError("bad tool state")
-        if (self.where in ("call", "string", "json") and not self.calls) or (self.raw and self.where != "json"):
+        if (self.where in ("call", "string", "json") and not self.calls) or (
+                (self.value is None) == (self.where == "json")):
             raise ValueError("a value or call without its call")
-        if len(self.lex) > 2 * MAX_HELD_CHARS or len(self.raw) > MAX_TOOL_CALL_CHARS:
+        if len(self.lex) > 2 * MAX_HELD_CHARS or (self.value and self.value.held_chars() > MAX_TOOL_CALL_CHARS):
             raise ValueError("held text over its limit")
 
 
@@ -255,6 +262,10 @@ class KimiK3ToolParser(ToolParser):
     @property
     def call_limit(self) -> int:
         return min(self.max_call_chars or MAX_TOOL_CALL_CHARS, MAX_TOOL_CALL_CHARS)
+
+    @functools.cached_property
+    def _value(self) -> JsonValue:
+        return JsonValue(self.call_limit)
 
     def initial_state(self) -> KimiK3ToolState:
         return KimiK3ToolState()
@@ -332,27 +343,23 @@ class KimiK3ToolParser(ToolParser):
             push_args(out, state.calls - 1, head + '"')
             return state.replace(where="string", members=state.members + 1)
         push_args(out, state.calls - 1, head)
-        return state.replace(where="json", members=state.members + 1, raw="")
+        return state.replace(where="json", members=state.members + 1, value=self._value.start())
 
     def _value_text(self, state: KimiK3ToolState, text: str, out: list[Event]) -> KimiK3ToolState:
         if state.where == "string":
             push_args(out, state.calls - 1, json_dumps(text)[1:-1])
             return state
-        raw = state.raw + text
-        if len(raw) > self.call_limit:
-            raise LimitExceededError(f"{self.name}: an argument value exceeds {self.call_limit} characters")
-        return state.replace(raw=raw)
+        value, written = self._value.feed(state.value or self._value.start(), text)
+        push_args(out, state.calls - 1, written)
+        return state.replace(value=value)
 
     def _close_value(self, state: KimiK3ToolState, out: list[Event]) -> KimiK3ToolState:
         if state.where == "string":
             push_args(out, state.calls - 1, '"')
         else:
-            try:
-                value: Any = json.loads(state.raw)
-            except (ValueError, RecursionError):
-                value = state.raw
-            push_args(out, state.calls - 1, json_dumps(value))
-        return state.replace(where="call", raw="")
+            _, written = self._value.end(state.value or self._value.start())
+            push_args(out, state.calls - 1, written)
+        return state.replace(where="call", value=None)
 
     def _close_call(self, state: KimiK3ToolState, out: list[Event]) -> KimiK3ToolState:
         if state.where in ("string", "json"):

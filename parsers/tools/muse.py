@@ -28,18 +28,22 @@ or with no header at all the whole output. Each `<atem:invoke ...>` up to the fi
 (Spark only), else `json.loads(V)` or the raw string, `json.dumps`ed as one object.
 Streaming: content streams (only a possible header or marker tail is held); a call starts at
 its invoke tag's `name="..."`, a string value streams as JSON-escaped fragments (a possible
-closing tag held), any other value is held to its `</atem:parameter>` (`json.loads` needs all
-of it); an invoke tag without a name is held to its `</atem:invoke>`.
+closing tag held), any other value goes through `JsonValue` (`_json_value.py`: a short one is
+held and decoded at its `</atem:parameter>`, a longer one streams as its canonical JSON, or as a
+string once it cannot be JSON); an invoke tag without a name is held to its `</atem:invoke>`.
 
 Divergences from vLLM's batch (stream == our batch instead; tests `test_tool_muse.py`), each
 because the call had streamed: an invoke never closed (the output cut) is kept with what it
-had, where vLLM drops it; a string value its invoke's end cuts is kept; a repeated parameter
-is written twice (`json.loads` gives vLLM's object).
+had, where vLLM drops it; a string value its invoke's end cuts is kept, and so is a longer
+value that had streamed; a repeated parameter is written twice (`json.loads` gives vLLM's
+object); a value over `HOLD_CHARS` that stops being JSON after them (or repeats a key) keeps
+the canonical text it streamed, then its raw text (vLLM: the whole value as a string).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -52,6 +56,7 @@ from parsers._events import Event, ToolCallStart, push_args, push_content
 from parsers._state import JsonState
 from parsers.tools._args import json_string_body
 from parsers.tools._base import MAX_TOOL_CALL_CHARS, assemble, json_dumps
+from parsers.tools._json_value import JsonValue, JsonValueState
 
 __all__ = ["MuseToolParser", "MuseGlimmerToolParser", "MuseToolState"]
 
@@ -86,7 +91,7 @@ _RCPT_WINDOW = 1024
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class MuseToolState(JsonState):
-    VERSION = 1
+    VERSION = 2
 
     parser: str
     phase: str = _PRE
@@ -97,8 +102,9 @@ class MuseToolState(JsonState):
     n_calls: int = 0
     mode: str = _OUT  # the ATEM scanner's
     name: str = ""  # the call being read
-    key: str = ""  # the held value's parameter
+    key: str = ""  # the open value's parameter
     members: int = 0  # members written in the call being read
+    value: JsonValueState | None = None  # a non-string value's writer (mode held)
 
     def __post_init__(self) -> None:
         if self.phase not in (_PRE, _BODY, _SKIP) or self.kind not in (_CONTENT, _TOOL, _DROP) \
@@ -106,6 +112,8 @@ class MuseToolState(JsonState):
             raise ValueError("unknown phase or kind")
         if self.n_calls < 0 or self.tool_bodies < 0:
             raise ValueError("negative count")
+        if (self.value is None) == (self.mode == _HELD):
+            raise ValueError("a value writer outside a value")
 
 
 class MuseToolParser(ToolParser):
@@ -142,6 +150,11 @@ class MuseToolParser(ToolParser):
     @property
     def call_limit(self) -> int:
         return min(self.max_call_chars or MAX_TOOL_CALL_CHARS, MAX_TOOL_CALL_CHARS)
+
+    @functools.cached_property
+    def values(self) -> JsonValue:
+        """The writer of non-string values (`json.loads(raw)`, else raw, streamed)."""
+        return JsonValue(self.call_limit)
 
     # -- ToolParser -------------------------------------------------------------------
 
@@ -218,7 +231,7 @@ class MuseToolParser(ToolParser):
             buf = ""
         run.held = run.pre + buf if run.phase == _PRE else buf
         new = MuseToolState(self.name, run.phase, run.kind, run.held, run.atem, run.tool_bodies,
-                            run.n_calls, run.mode, run.name, run.key, run.members)  # fmt: skip
+                            run.n_calls, run.mode, run.name, run.key, run.members, run.value)  # fmt: skip
         if len(new.held) + len(new.atem) > self.call_limit:
             raise LimitExceededError(
                 f"{self.name}: held text exceeds the limit of {self.call_limit} characters "
@@ -286,6 +299,7 @@ class _Run:
         self.phase, self.kind = state.phase, state.kind
         self.atem, self.tool_bodies, self.n_calls = state.atem, state.tool_bodies, state.n_calls
         self.mode, self.name, self.key, self.members = state.mode, state.name, state.key, state.members
+        self.value = state.value
         self.pre = ""  # phase pre: the output so far is re-read from `held` each time
         self.held = ""
         self.events: list[Event] = []
@@ -388,30 +402,26 @@ class _Run:
                 if param is not None:  # `<atem:parameter` at the end
                     return text[param + 1 :]
                 return _partial_tail(text, _INVOKE_CLOSE, _PARAM_OPEN)
-            # A value: it ends at `</atem:parameter>`; an invoke end first drops it.
+            # A value: it ends at `</atem:parameter>`; an invoke end first cuts it.
             stop = text.find(_PARAM_CLOSE)
             close = text.find(_INVOKE_CLOSE)
             if close >= 0 and (stop < 0 or close < stop):
-                if mode == _STRING:
-                    self.args(json_string_body(text[:close]) + '"')
+                self.cut_value(text[:close])
                 self.mode = _BODY
-                self.key = ""
                 continue
             if stop >= 0:
-                self.close_value(text[:stop])
+                self.value_text(text[:stop])
+                self.close_value()
                 text, self.mode = text[stop + len(_PARAM_CLOSE) :], _BODY
                 continue
             if final:
-                if mode == _STRING:
-                    self.args(json_string_body(text) + '"')
+                self.cut_value(text)
                 self.end_call()
-                self.mode, self.key = _OUT, ""
+                self.mode = _OUT
                 return ""
-            if mode == _STRING:
-                keep = len(_partial_tail(text, _PARAM_CLOSE, _INVOKE_CLOSE))
-                self.args(json_string_body(text[: len(text) - keep]))
-                return text[len(text) - keep :]
-            return text
+            keep = len(_partial_tail(text, _PARAM_CLOSE, _INVOKE_CLOSE))
+            self.value_text(text[: len(text) - keep])
+            return text[len(text) - keep :]
 
     def start_call(self, name: str) -> None:
         index = self.n_calls
@@ -430,13 +440,36 @@ class _Run:
         self.key = key
         if self.mode == _STRING:
             self.args(self.separator() + json_dumps(key) + ': "')
+        else:  # its member is written once the value is no longer held whole
+            self.value = self.parser.values.start()
 
-    def close_value(self, raw: str) -> None:
+    def value_text(self, text: str) -> None:
         if self.mode == _STRING:
-            self.args(json_string_body(raw) + '"')
+            self.args(json_string_body(text))
+            return
+        value = self.value or self.parser.values.start()
+        self.value, out = self.parser.values.feed(value, text)
+        if value.holding and not self.value.holding:
+            self.args(self.separator() + json_dumps(self.key) + ": ")
+        self.args(out)
+
+    def close_value(self) -> None:
+        if self.mode == _STRING:
+            self.args('"')
         else:
-            self.args(self.separator() + json_dumps(self.key) + ": " + json_dumps(_decode(raw)))
-        self.key = ""
+            value = self.value or self.parser.values.start()
+            if value.holding:
+                self.args(self.separator() + json_dumps(self.key) + ": ")
+            self.args(self.parser.values.end(value)[1])
+        self.key, self.value = "", None
+
+    def cut_value(self, text: str) -> None:
+        """The invoke's end (or the output's) cuts the value: one that had streamed is kept
+        as far as it came, one still held is dropped (vLLM reads no parameter there)."""
+        self.value_text(text)
+        if self.mode == _STRING or not (self.value is None or self.value.holding):
+            self.close_value()
+        self.key, self.value = "", None
 
     def separator(self) -> str:
         self.members += 1

@@ -22,8 +22,8 @@ from .family_oracle import family_cases, vllm_family
 from .family_tokenizers import family_tokenizer
 from .tokenizers_util import TokenizerBundle
 from .tools.engine_family_support import composed_mismatches, family_cases_for, reasoning_mismatches
+from .tools.test_tool_muse import LONG_VALUES, TOOLS, cut_call_kept, invoke, msg
 from .tools.test_tool_muse import OWN as TOOL_OWN
-from .tools.test_tool_muse import TOOLS, cut_call_kept, invoke, msg
 
 R = " to=self<|message|>thinking<|eom|>"
 OWN: dict[str, str] = {
@@ -115,6 +115,7 @@ COMPOSED_DIVERGENCES: dict[str, str] = {
     "own:glimmer_recipients": _ECHO,
     "own:header_ws_and_goto": "whitespace before a `to=` header: vLLM's reasoning split keeps it "
                               "in the body, the tool parser's split of our framed text drops it",
+    **LONG_VALUES,  # the tool side's, through the composition
 }
 
 

@@ -21,8 +21,8 @@ from .family_oracle import family_cases, vllm_family
 from .family_tokenizers import family_tokenizer
 from .test_reasoning_muse import assert_counts_and_composed
 from .tools.engine_family_support import family_cases_for, reasoning_mismatches
+from .tools.test_tool_muse import LONG_VALUES, TOOLS, invoke, msg
 from .tools.test_tool_muse import OWN as TOOL_OWN
-from .tools.test_tool_muse import TOOLS, invoke, msg
 
 S = "to=self<|message|>"
 R = " " + S + "thinking<|eom|>"
@@ -98,6 +98,7 @@ COMPOSED_DIVERGENCES: dict[str, str] = {
     "own:header_ws_and_goto": _SPLIT, "own:start_cuts_body": _SPLIT,
     **{name: DIVERGENCES[name] for name in (
         "g:empty_self", "g:closed_then_open", "g:self_into_tool", "g:tool_then_self_truncated")},
+    **LONG_VALUES,  # the tool side's, through the composition
 }
 
 

@@ -113,7 +113,10 @@ def repeated_keys_same_object(ours: tuple[str | None, list[tuple[str, str]]], th
         return False
     found: list[bool] = []
     for (name, mine), (their_name, vllms) in zip(ours[1], theirs[1], strict=True):
-        if name != their_name or json.loads(mine, object_pairs_hook=has_repeats) != json.loads(vllms):
+        try:
+            if name != their_name or json.loads(mine, object_pairs_hook=has_repeats) != json.loads(vllms):
+                return False
+        except ValueError:  # arguments that are not JSON (a named divergence's) are no repeat
             return False
     return bool(found)
 

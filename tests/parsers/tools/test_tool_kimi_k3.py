@@ -90,6 +90,14 @@ TOOL_OWN: dict[str, str] = {
     "own:cjk_emoji": RO + "東京 ☀️" + RC + tools(call("get_weather", arg("city", "北京 🌧️\n第二行"))),
     "own:long_value": tools(call("search", arg("query", "lorem ipsum " * 80))),
     "own:attr_variants": tools(f"{OP}call index=\"2\" tool=\"search\" tool=\"get_weather\"{S}{CALL_END}"),
+    # Values longer than HOLD_CHARS stream (parsers/tools/_json_value.py)
+    "own:long_json_value": tools(call("search", arg("o", json.dumps(
+        {"rows": [{"id": i, "name": f"n\u00e9{i}", "ok": i % 2 == 0, "w": i / 4} for i in range(9)]}, indent=1),
+        "object"))),
+    "own:long_text_value": tools(call("search", arg("o", "def f(x):\n    return {x: [x, 'y']}\n" * 9, "object"))),
+    "own:long_value_breaks": tools(call("search", arg("a", "[" + ", ".join(map(str, range(90))) + "] and more",
+                                                      "array"))),
+    "own:long_value_cut_by_call": tools(call("search", f'{OP}argument key="a" type="array"{S}[' + "1, " * 90)),
     # Divergences (module docstring of parsers/tools/kimi_k3.py)
     "own:truncated_value": RO + "Checking." + RC + XO + f'{OP}call tool="get_weather"{S}' + f'{OP}argument key="city"{S}Pa',
     "own:call_close_in_value": tools(call("search", f'{OP}argument key="query"{S}xx')),
@@ -106,6 +114,10 @@ TOOL_DIVERGENCES = {
     "own:response_after_tools": "a response channel after the tools channel is not the content",
     "own:message_close_in_response": "<|close|>message<|sep|> inside a closed response is dropped",
     "own:truncated_value": "a call the output cuts is kept (it had streamed)",
+    "own:long_value_breaks": "a value over HOLD_CHARS that stops being JSON keeps the canonical text it "
+                             "streamed, then its raw text (vLLM: the whole value as a string)",
+    "own:long_value_cut_by_call": "a value over HOLD_CHARS cut by its call's end is kept as far as it "
+                                  "streamed (vLLM drops the argument)",
     # Without a reasoning parser the think channel is text before the response channel.
     "reasoning_response": "content before a late response channel had streamed (vLLM drops it)",
     "kimi_k3:hostile:duplicated_markers": "content before a late response channel had streamed",
@@ -245,7 +257,7 @@ def _divergent(config: str, case: str) -> str | None:
     as_content = not (CONFIGS[config][1] and thinking) or TOOL_OWN.get(tool_case, "").startswith(RO)
     # Raw text reaches the tool parser (tool_choice is not "none"): its own divergences.
     calls = ("own:call_close_in_value", "own:tools_close_in_call", "own:truncated_value",
-             "own:message_close_in_response")
+             "own:message_close_in_response", "own:long_value_breaks", "own:long_value_cut_by_call")
     content = ("own:response_after_tools",)
     if as_content and ((config in ("auto", "tool_only_required") and tool_case in calls)
                        or (CONFIGS[config][0] and tool_case in content)):  # fmt: skip
@@ -361,6 +373,27 @@ def test_kimi_k3_state_bounded(bundle) -> None:  # noqa: ANN001
     assert len(json.dumps(state.to_json())) < 1500
     state, events = chat.feed(state, "tail" + ARG_END + CALL_END, "r")
     assert any(isinstance(e, ToolArgsDelta) and e.text.endswith("}") for e in events)
+
+
+def test_kimi_k3_object_argument_streams_with_small_state(bundle, tool_parser) -> None:  # noqa: ANN001
+    """A ~20k-character object argument, one token per chunk: its JSON streams and the largest
+    state stays under 2 KB (the value is never held)."""
+    value = {"rows": [{"id": i, "name": f"row {i} \u00e9", "tags": ["a", "b"], "ok": i % 3 == 0}
+                      for i in range(200)]}
+    text = tools(call("search", arg("o", json.dumps(value, indent=1), "object")))
+    assert len(text) > 20000
+    state, biggest, args = tool_parser.initial_state(), 0, []
+    for piece in bundle.pieces(text):
+        state, events = tool_parser.feed(state, piece, "r")
+        state = type(state).from_json(json.loads(json.dumps(state.to_json())))
+        args += [e.text for e in events if isinstance(e, ToolArgsDelta)]
+        biggest = max(biggest, len(json.dumps(state.to_json())))
+    state, events = tool_parser.finish(state, "r")
+    args += [e.text for e in events if isinstance(e, ToolArgsDelta)]
+    assert biggest < 2048, biggest
+    assert len(args) > 1000
+    assert "".join(args) == tool_parser.parse(text, "r").tool_calls[0].arguments
+    assert json.loads("".join(args)) == {"o": value}
 
 
 # -- kimi_k3 reasoning with another family's tool parser (vLLM still builds KimiK3Parser) --------

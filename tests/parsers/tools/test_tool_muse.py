@@ -83,11 +83,25 @@ OWN: dict[str, str] = {
     "own:open_user_body": " to=user<|message|>the answer is still stream",
     "own:empty_bodies": " to=user<|message|><|eot|>",
     "own:glimmer_recipients": " <|message|>bare" + msg("commentary", invoke("read", path="c")) + msg("developer", "d"),
+    # Values longer than HOLD_CHARS stream (parsers/tools/_json_value.py)
+    "own:long_json_value": R + msg("math.add", invoke("math.add", a="2", extra=json.dumps(
+        {"rows": [{"id": i, "name": f"n\u00e9{i}", "ok": i % 2 == 0, "w": i / 4} for i in range(9)]}, indent=1))),
+    "own:long_text_value": R + msg("read", invoke("read", n="def f(x):\n    return {x: [x, 'y']}\n" * 9)),
+    "own:long_string_json_value": R + msg("read", invoke("read", n=json.dumps("q\" \\ é\n" * 60))),
+    "own:long_value_breaks": R + msg("read", invoke("read", n="[" + ", ".join(map(str, range(90))) + "] and more")),
+    "own:long_value_cut_by_invoke": R + msg("read", '<atem:invoke name="read"><atem:parameter name="n">['
+                                            + "1, " * 90 + "</atem:invoke>"),
 }
 
 
 CUT = "a call the output cuts is kept, as streamed (vLLM drops an invoke never closed)"
-DIVERGENCES = {"own:unclosed_invoke": CUT}
+LONG_VALUES = {
+    "own:long_value_breaks": "a value over HOLD_CHARS that stops being JSON keeps the canonical text it "
+                             "streamed, then its raw text (vLLM: the whole value as a string)",
+    "own:long_value_cut_by_invoke": "a value over HOLD_CHARS cut by its invoke's end is kept as far as it "
+                                    "streamed (vLLM reads no parameter there)",
+}
+DIVERGENCES = {"own:unclosed_invoke": CUT, **LONG_VALUES}
 # The composed batch only (the tool parser alone returns None there too).
 COMPOSED_DIVERGENCES = {**DIVERGENCES, "muse:hostile:empty": "an empty output has no content (None); vLLM returns ''"}
 
@@ -174,3 +188,26 @@ def test_muse_string_argument_streams_with_small_state() -> None:
     assert biggest < 1024, biggest
     assert len(args) > 100  # the value went out in fragments
     assert json.loads("".join(args)) == {"path": value, "n": 12}
+
+
+@pytest.mark.parametrize("cls", [MuseToolParser, MuseGlimmerToolParser])
+def test_muse_object_argument_streams_with_small_state(bundle, cls) -> None:  # noqa: ANN001
+    """A ~20k-character object value, one token per chunk: its JSON streams and the largest
+    state stays under 2 KB (the value is never held)."""
+    parser = cls(None, TOOLS)
+    value = {"rows": [{"id": i, "name": f"row {i} \u00e9", "tags": ["a", "b"], "ok": i % 3 == 0}
+                      for i in range(200)]}
+    text = R + msg("read", invoke("read", n=json.dumps(value, indent=1)))
+    assert len(text) > 20000
+    state, biggest, args = parser.initial_state(), 0, []
+    for piece in bundle.pieces(text):
+        state, events = parser.feed(state, piece, "r")
+        state = type(state).from_json(json.loads(json.dumps(state.to_json())))
+        args += [e.text for e in events if isinstance(e, ToolArgsDelta)]
+        biggest = max(biggest, len(json.dumps(state.to_json())))
+    state, events = parser.finish(state, "r")
+    args += [e.text for e in events if isinstance(e, ToolArgsDelta)]
+    assert biggest < 2048, biggest
+    assert len(args) > 1000
+    assert "".join(args) == parser.parse(text, "r").tool_calls[0].arguments
+    assert json.loads("".join(args)) == {"n": value}
