@@ -3,9 +3,11 @@
 A template names fields (`thinking`, `content`, `tool_calls`), each opened and closed by a
 literal or a regex; the one field without an opener is the implicit sink. The machine routes
 text to the open field, holding back only text that may still become a delimiter (regex
-partial matching, as vLLM's `ResponseParser._scan`). Its state is that held text, the open
-field and, inside a tool region, that region's body: vLLM parses a call only when its region
-closes (JSON with the template's dialect), so the body is the one thing a call needs whole.
+partial matching, as vLLM's `ResponseParser._scan`). Its state is that held text and the open
+field: a tool region streams as `Opened`, its text as chunks, then `Closed`, for the tool
+parser to turn into a call as it comes (parsers/_response_template_args.py). Only with
+`whole_regions` (a tool field whose dialect does not stream) does the state keep a tool
+region's body, parsed at its close as vLLM does (`Region`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ THINKING, CONTENT, TOOLS = "thinking", "content", "tool_calls"
 _FIELDS = frozenset({THINKING, CONTENT, TOOLS})
 # A tool region's body is parsed whole at its close; bound it.
 MAX_TOOL_REGION_CHARS = 1 << 20
-_PLACEHOLDER = regex.compile(r"\{(\w+(?:\.\w+)*)\}")
+PLACEHOLDER = regex.compile(r"\{(\w+(?:\.\w+)*)\}")
 
 
 @dataclass(frozen=True)
@@ -113,8 +115,8 @@ class RTState(JsonState):
     field: str | None = None  # the open field; None: the implicit one
     opened: bool = False
     captures: tuple[tuple[str, str], ...] = ()
-    body: str = ""  # a tool region's text, parsed at its close
-    opener: str = ""  # the tool region's opener, for its passthrough as content
+    body: str = ""  # whole_regions: a tool region's text, parsed at its close
+    opener: str = ""  # whole_regions: the tool region's opener, for its passthrough as content
     calls: int = 0  # tool calls emitted so far (their indexes)
 
 
@@ -132,14 +134,31 @@ class Region:
     raw: str
 
 
-Out = Chunk | Region
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """A tool region opened (streamed regions): its opener's captures and text."""
+
+    captures: tuple[tuple[str, str], ...]
+    raw: str
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """The open tool region ended: its closer's text ("" at the end of the output)."""
+
+    raw: str
+
+
+Out = Chunk | Region | Opened | Closed
 
 
 class Machine:
-    """Routes text to template fields; a tool region comes out whole at its close."""
+    """Routes text to template fields; a tool region streams (`Opened`, chunks, `Closed`),
+    or with `whole_regions` comes out whole at its close (`Region`)."""
 
-    def __init__(self, template: Template) -> None:
+    def __init__(self, template: Template, *, whole_regions: bool = False) -> None:
         self.t = template
+        self.whole_regions = whole_regions
 
     def initial_state(self) -> RTState:
         return RTState(field=None)
@@ -188,10 +207,13 @@ class Machine:
                 if kind == "open":
                     state = self._close(state, "", out)
                     caps = tuple((k, v) for k, v in m.groupdict().items() if v is not None)
+                    whole = f.name == TOOLS and self.whole_regions
                     state = dataclasses.replace(
-                        state, field=f.name, opened=True, captures=caps, body="",
-                        opener=m.group(0) if f.name == TOOLS else "",
+                        state, field=f.name, opened=True, captures=caps if whole else (),
+                        body="", opener=m.group(0) if whole else "",
                     )
+                    if f.name == TOOLS and not whole:
+                        out.append(Opened(caps, m.group(0)))
                     continue
                 had = state.opened
                 state = self._close(state, m.group(0), out)
@@ -214,6 +236,11 @@ class Machine:
         name = self._current(state)
         if not text or name is None:
             return state
+        if name == TOOLS and not self.whole_regions:
+            if not state.opened:  # an implicit tool region opens at its first text
+                out.append(Opened((), ""))
+            out.append(Chunk(name, text))
+            return dataclasses.replace(state, opened=True) if not state.opened else state
         if name == TOOLS:
             body = state.body + text
             if len(body) > MAX_TOOL_REGION_CHARS:
@@ -224,11 +251,11 @@ class Machine:
 
     def _close(self, state: RTState, closer: str, out: list[Out]) -> RTState:
         name = self._current(state)
-        if name is not None and state.opened:
-            if name == TOOLS:
-                f = self.t.fields[TOOLS]
-                value = parse_region(state.body, f, dict(state.captures))
-                out.append(Region(value, state.opener + state.body + closer))
+        if name == TOOLS and state.opened and not self.whole_regions:
+            out.append(Closed(closer))
+        elif name == TOOLS and state.opened:
+            value = parse_region(state.body, self.t.fields[TOOLS], dict(state.captures))
+            out.append(Region(value, state.opener + state.body + closer))
         return dataclasses.replace(
             state, field=None, opened=False, captures=(), body="", opener=""
         )
@@ -289,12 +316,12 @@ def _lax_json(text: str, args: Mapping[str, Any]) -> Any:
         raise
 
 
-def _transform(transform: Any, scope: Mapping[str, Any]) -> Any:
+def transform_value(transform: Any, scope: Mapping[str, Any]) -> Any:
     if isinstance(transform, dict):
-        return {k: _transform(v, scope) for k, v in transform.items()}
+        return {k: transform_value(v, scope) for k, v in transform.items()}
     if isinstance(transform, list):
-        return [_transform(v, scope) for v in transform]
-    whole = _PLACEHOLDER.fullmatch(transform) if isinstance(transform, str) else None
+        return [transform_value(v, scope) for v in transform]
+    whole = PLACEHOLDER.fullmatch(transform) if isinstance(transform, str) else None
     if whole is None:
         return transform
     root, *keys = whole.group(1).split(".")
@@ -315,7 +342,7 @@ def parse_region(body: str, f: Field, captures: Mapping[str, str]) -> Any:
             value = body.strip() if f.content_args.get("strip", True) else body
         if f.transform is None:
             return value
-        return _transform(f.transform, {**captures, "content": value})
+        return transform_value(f.transform, {**captures, "content": value})
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -350,7 +377,7 @@ def tool_properties(tools: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, A
 # -- argument coercion by the tool's schema (vLLM's ResponseParser._coerce_tool_calls) ------
 
 
-def _schema_types(schema: Any) -> tuple[str, ...]:
+def schema_types(schema: Any) -> tuple[str, ...]:
     if not isinstance(schema, Mapping):
         return ()
     declared = schema.get("type")
@@ -359,7 +386,7 @@ def _schema_types(schema: Any) -> tuple[str, ...]:
         types += [t for t in declared if isinstance(t, str)]
     for union in ("anyOf", "oneOf"):
         for choice in schema.get(union) or []:
-            types += _schema_types(choice)
+            types += schema_types(choice)
     if schema.get("nullable") and "null" not in types:
         types.append("null")
     return tuple(types)
@@ -392,7 +419,7 @@ def _coerce_one(raw: str, kind: str) -> tuple[bool, Any]:
     return False, None
 
 
-def _coerce(raw: str, types: tuple[str, ...]) -> Any:
+def coerce_text(raw: str, types: tuple[str, ...]) -> Any:
     for kind in types:
         done, value = _coerce_one(raw, kind)
         if done:
@@ -403,13 +430,13 @@ def _coerce(raw: str, types: tuple[str, ...]) -> Any:
 def coerce_arguments(arguments: dict[str, Any], properties: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(arguments)
     for key, value in arguments.items():
-        types = _schema_types(properties.get(key)) if key in properties else ()
+        types = schema_types(properties.get(key)) if key in properties else ()
         if not types:
             continue
         if isinstance(value, str):
-            out[key] = _coerce(value, types)
+            out[key] = coerce_text(value, types)
         elif isinstance(value, list) and "array" not in types:
-            out[key] = [_coerce(v, types) if isinstance(v, str) else v for v in value]
+            out[key] = [coerce_text(v, types) if isinstance(v, str) else v for v in value]
     return out
 
 
