@@ -18,12 +18,17 @@ Arguments: every `<parameter name=NAME>VALUE</parameter>`, NAME stripped and unq
 stripped, then converted by the schema type vLLM resolves (`type`, a `$defs` `$ref`, the
 first non-null anyOf/oneOf/allOf alternative; default string): "null" (any case) -> null;
 string -> as is; integer -> int(); number -> float (an integral one as int); boolean ->
-"true"/"1" (any case); otherwise JSON, else the string. Streaming: each value is held until
-its `</parameter>` (stripping and the "null" rule need its end), then written as a member.
+"true"/"1" (any case); otherwise JSON, else the string. Streaming (`DotsArgs`): a string value
+streams, holding back only what is undecided (its leading whitespace, dropped; its first
+characters while it may still strip to "null"; trailing whitespace); a boolean holds only what
+may still be "true" / "1" / "null"; any other typed value is held until its `</parameter>`
+(its conversion needs the whole text). State: that undecided text, never text already sent.
 
 Divergences from vLLM's batch (stream == our batch instead; tests `test_dots_*`), each because
 a call had already streamed: an invoke without `</invoke>` (output cut, or its block closed
-first) is kept, where vLLM drops it (and, with no other call, returns the text); a repeated
+first) is kept, where vLLM drops it (and, with no other call, returns the text), with the
+string values it streamed (one the output cuts is closed; an undecided or typed one is
+dropped); a repeated
 parameter is written twice (`json.loads` gives vLLM's object); text that is not whitespace
 before a block's first invoke is read as a JSON call of its own and the invokes still count
 (vLLM reads the whole block as JSON and drops it); `<invoke` / `<parameter` spelled with other whitespace than
@@ -39,6 +44,7 @@ from typing import Any, ClassVar
 import regex
 
 from parsers._state import JsonState
+from parsers.tools._args import json_string_body
 from parsers.tools._base import json_dumps, json_loads
 from parsers.tools._engine import EngineSpec, EngineToolParser, Ev, S, Tr
 from parsers.tools.qwen3_coder import ParamArgs, ParamState, ParamSyntax, Where
@@ -132,29 +138,84 @@ def convert_value(value: str, kind: Any) -> Any:
         return value
 
 
+# The stripped values a kind decides by its text alone (`convert_value`): while a value may
+# still be one of these, it is held; a string value then streams, a boolean one is false.
+_STRING_KINDS = frozenset({"string", "str", "text"})
+_LITERALS: Mapping[str, tuple[str, ...]] = {"string": ("null",), "boolean": ("true", "1", "null")}
+
+
+def value_kind(schema: Any, known: bool, defs: Mapping[str, Any]) -> str:
+    """The kind `convert_value` converts a member to: "string", "boolean" or another (held)."""
+    kind = (resolve_type(schema, defs) or "string") if known else "string"
+    if isinstance(kind, list):
+        kind = next((item for item in kind if item != "null"), "string")
+    kind = str(kind).lower()
+    return "string" if kind in _STRING_KINDS else "boolean" if kind in ("boolean", "bool") else kind
+
+
+def may_be_literal(held: str, literals: tuple[str, ...]) -> bool:
+    """Whether a value whose text so far is `held` (left-stripped) may still strip to one of
+    `literals` (any case). Only ASCII letters lower into them, so lengths are safe."""
+    core = held.rstrip()
+    folded = core.lower()
+    tail_ok = len(held) == len(core) or folded in literals
+    return tail_ok and any(literal.startswith(folded) for literal in literals)
+
+
 class DotsArgs(ParamArgs):
-    """`<parameter name=NAME>VALUE</parameter>`: every value held to its end, then converted."""
+    """`<parameter name=NAME>VALUE</parameter>` -> members (module docstring).
+
+    A string value (`stream`) drops its leading whitespace, holds its first characters while
+    they may still be "null" and then streams (`started`: its member and opening quote were
+    written), holding back trailing whitespace; `value` holds that undecided text. A boolean
+    value holds only what may still be "true" / "1" / "null", then is false (`skip`: the rest
+    is ignored). Any other value is held whole in `value` until `</parameter>`."""
 
     def __init__(self, properties: Mapping[str, Any], defs: Mapping[str, Any]) -> None:
         super().__init__(properties, DOTS_PARAMS)
         self.defs = defs
 
+    def _kind(self, key: str) -> str:
+        return value_kind(self.properties.get(key), key in self.properties, self.defs)
+
     def _open_value(self, state: ParamState, key: str, out: list[str]) -> ParamState:
-        return state.replace(where=Where.VALUE, key=key, stream=False, value="", started=False,
-                             nl=False, skip=False)  # fmt: skip
+        return state.replace(where=Where.VALUE, key=key, stream=self._kind(key) in _LITERALS,
+                             value="", started=False, nl=False, skip=False)  # fmt: skip
+
+    def _value_text(self, state: ParamState, text: str, out: list[str]) -> ParamState:
+        if not text or state.skip:
+            return state
+        held = state.value + text
+        if not state.stream:
+            return state.replace(value=held)
+        kind = self._kind(state.key)
+        if not state.started:
+            held = held.lstrip()
+            if may_be_literal(held, _LITERALS[kind]):
+                return state.replace(value=held)
+            if kind == "boolean":  # no longer "true" / "1" / "null": false, whatever follows
+                out.append(self._member(state, state.key) + "false")
+                return state.replace(value="", opened=True, skip=True)
+            out.append(self._member(state, state.key) + '"')
+            state = state.replace(started=True, opened=True)
+        body = held.rstrip()  # trailing whitespace may still be stripped
+        out.append(json_string_body(body))
+        return state.replace(value=held[len(body) :])
 
     def _close_value(self, state: ParamState, out: list[str]) -> ParamState:
-        schema = self.properties.get(state.key)
-        kind = (
-            (resolve_type(schema, self.defs) or "string")
-            if state.key in self.properties
-            else "string"
-        )
-        member = self._member(state, state.key) + json_dumps(
-            convert_value(state.value.strip(), kind)
-        )
-        out.append(member)
-        return state.replace(where=Where.BETWEEN, key="", value="", opened=True)
+        if state.started:
+            out.append('"')
+        elif not state.skip:
+            value = convert_value(state.value.strip(), self._kind(state.key))
+            out.append(self._member(state, state.key) + json_dumps(value))
+        return state.replace(where=Where.BETWEEN, key="", value="", stream=False, started=False,
+                             skip=False, opened=True)  # fmt: skip
+
+    def end(self, state: ParamState) -> tuple[ParamState, str]:
+        # A value the output cuts: one that streamed is closed, an undecided one is dropped.
+        if state.where is Where.VALUE and not state.started:
+            state = state.replace(stream=False)
+        return super().end(state)
 
 
 class DotsToolParser(EngineToolParser):

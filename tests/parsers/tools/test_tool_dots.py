@@ -98,6 +98,18 @@ OWN: dict[str, str] = {
     "own:long_value": BLOCK.format(invoke("search", query="lorem ipsum " * 60)),
     "own:text_before_invoke": "<dots_function_call>x " + invoke("get_weather", city="Q") + "</dots_function_call>",
     "own:content_ws_around": "\n\nLet me look.  \n" + W,
+    # a string value streams once it can no longer strip to "null"; a boolean once it can
+    # no longer be "true" / "1" / "null"
+    "own:null_prefixes": BLOCK.format(invoke("search", query=" nul ", mode="null \n", free="nULLx")
+                                      + invoke("get_weather", city="nu ll", unit=" \t ")),
+    "own:bool_prefixes": BLOCK.format(invoke("search", exact=" tr")) + BLOCK.format(invoke("search", exact="1 "))
+                         + BLOCK.format(invoke("search", exact="10")) + BLOCK.format(invoke("search", exact="TRUE x"))
+                         + BLOCK.format(invoke("search", exact="\nNull\n", query="q")),
+    "own:ws_runs_in_value": BLOCK.format(invoke("search", query="a  \n\n b\u3000c\u2028 \x1f")),
+    "own:truncated_in_null_prefix": BLOCK.format(invoke("get_weather", city="X"))[:-31]
+                                    + '<parameter name="unit"> nu',
+    "own:truncated_after_ws": '<dots_function_call><invoke name="get_weather"><parameter name="city">Lima \n',
+    "own:truncated_bool": '<dots_function_call><invoke name="search"><parameter name="exact">nope',
 }
 
 DIVERGENCES = {
@@ -110,6 +122,9 @@ DIVERGENCES = {
     "dots:hostile:replacement_chars": "text before a block's first invoke: its invokes had streamed"
                                       " (vLLM reads the block as JSON, fails, returns the text)",
     "own:text_before_invoke": "text before a block's first invoke: its invokes had streamed",
+    "own:truncated_in_null_prefix": "a call the output cuts is kept; its undecided value is dropped",
+    "own:truncated_after_ws": "a call the output cuts is kept, with the string value it streamed",
+    "own:truncated_bool": "a call the output cuts is kept, with the boolean it decided (false)",
 }
 
 
@@ -156,7 +171,32 @@ def test_dots_streams_call_then_members(parser: DotsToolParser) -> None:
     state, events = parser.feed(parser.initial_state(), head, "r")
     starts = [e for e in events if isinstance(e, ToolCallStart)]
     assert [e.name for e in starts] == ["get_weather"]
+    assert [e.text for e in events if isinstance(e, ToolArgsDelta)] == ['{"city": "Par']
     state, events = parser.feed(state, 'is </parameter>\n<parameter name="days">5', "r")
-    assert [e.text for e in events if isinstance(e, ToolArgsDelta)] == ['{"city": "Paris"']
+    assert [e.text for e in events if isinstance(e, ToolArgsDelta)] == ['is"']
     state, events = parser.feed(state, "</parameter>\n</invoke>", "r")
     assert [e.text for e in events if isinstance(e, ToolArgsDelta)] == [', "days": 5}']
+
+
+def test_dots_string_value_held_only_while_it_may_be_null(parser: DotsToolParser) -> None:
+    head = '<dots_function_call><invoke name="search"><parameter name="query">  \n nUl'
+    state, events = parser.feed(parser.initial_state(), head, "r")
+    assert [e.text for e in events if isinstance(e, ToolArgsDelta)] == []
+    state, events = parser.feed(state, "l \n", "r")
+    assert [e.text for e in events if isinstance(e, ToolArgsDelta)] == []
+    state, events = parser.feed(state, "</parameter></invoke>", "r")
+    assert [e.text for e in events if isinstance(e, ToolArgsDelta)] == ['{"query": null}']
+    state, events = parser.feed(parser.initial_state(), head + "l  x", "r")
+    assert [e.text for e in events if isinstance(e, ToolArgsDelta)] == ['{"query": "nUll  x']
+
+
+def test_dots_long_value_streams_with_bounded_state(parser: DotsToolParser) -> None:
+    state, _ = parser.feed(parser.initial_state(), '<dots_function_call><invoke name="search">'
+                           '<parameter name="query">', "r")
+    sent, largest = 0, 0
+    for piece in ("lorem ", "ipsum <", "/param ", "\n", "x") * 4000:  # 20k+ characters
+        state, events = parser.feed(state, piece, "r")
+        state = type(state).from_json(json.loads(json.dumps(state.to_json())))
+        sent += sum(len(e.text) for e in events if isinstance(e, ToolArgsDelta))
+        largest = max(largest, len(json.dumps(state.to_json())))
+    assert largest < 2048 and sent > 20000
