@@ -7,39 +7,73 @@ The call format follows the chat template kwarg `tool_call_format`: "xml" (defau
 (each argument also carries `<ifm|arg_type>T</ifm|arg_type>`) or "json" (each call body is
 `{"name": ..., "arguments": {...}}`); any other value is refused, as upstream.
 
-Batch (`extract_tool_calls`): the first `<ifm|tool_calls>` group decides, all or nothing: it
-must be closed by `</ifm|tool_calls>`, hold only `<ifm|tool_call>` blocks (and whitespace),
-and every call must parse: a name without whitespace (declared, when the request has tools),
-well-formed arguments (no repeats, types present exactly in "xml_typed"), values coerced as
-vLLM's `_coerce_xml_value` / `_coerce_json_value` do and serialisable without NaN. Then the
-content is the text before the group plus the text after it; otherwise the whole output is
-content. Content that is only whitespace is None. tool_choice="none": all content.
+Batch (vLLM's `extract_tool_calls`): the first `<ifm|tool_calls>` group decides, all or
+nothing: it must be closed by `</ifm|tool_calls>`, hold only `<ifm|tool_call>` blocks (and
+whitespace), and every call must parse: a name without whitespace (declared, when the request
+has tools), well-formed arguments (no repeats, types present exactly in "xml_typed"), values
+coerced as vLLM's `_coerce_xml_value` / `_coerce_json_value` do and serialisable without NaN.
+Then the content is the text before the group plus the text after it; otherwise the whole
+output is content. Content that is only whitespace is None. tool_choice="none": all content.
 
-Streaming: content streams (a whitespace-only start is held); the group is held whole until
-`</ifm|tool_calls>` decides it, as vLLM's own stream does (all-or-nothing needs its end),
-bounded by the tool-call limit; after it everything is content.
+Streaming: content streams (a whitespace-only start is held). In the group, an xml call is
+sent once its first value opens (its name, first key and type tag checked; a call without
+arguments at its end), then its arguments stream a pair at a time: a value whose target
+types are only "string" (or "any") streams as read, any other value is held to its
+`</ifm|arg_value>` and coerced. A json call body is held to its
+`</ifm|tool_call>` (decided whole, as vLLM's JSON reading needs). Until the first call is
+sent the group's raw text is held (`pending`): a fault there makes the whole output content,
+as in vLLM. State: the pending head, the open pair's key, type and held value, the keys
+written; never argument text already sent.
+
+Divergences from vLLM's batch (stream == our batch instead; tests `test_k2_horizon_*`), each
+because a call had already streamed when later text made vLLM's batch take the group back: the
+calls sent stay calls; at the fault, the open call keeps the arguments it has (a streaming
+value is closed, a held pair dropped) and the text from the fault on (the held pair's text
+included; whitespace before it between calls or pairs is dropped) is content; a group the
+output cuts keeps its calls (an open call closes as above,
+an unsent one is dropped).
 
 Gap: a named tool_choice (vLLM also requires the name to be the named tool) is not checked.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
-
-import regex
+from typing import Any, ClassVar, TypeAlias
 
 from parsers._base import Vocab
 from parsers._errors import ParserConfigError
 from parsers._state import JsonState
-from parsers.tools._base import is_json, json_loads
-from parsers.tools._coerce import coerce_to_schema_type, schema_types, tool_properties
+from parsers.tools._args import json_string_body
+from parsers.tools._k2_horizon_rules import (
+    ARG_MARKERS,
+    CALL_END,
+    CALL_START,
+    FORMATS,
+    GAP,
+    GROUP_END,
+    GROUP_START,
+    KEY_END,
+    KEY_START,
+    TYPE_END,
+    TYPE_START,
+    VALUE_END,
+    VALUE_START,
+    Malformed,
+    call_name,
+    call_properties,
+    dumps,
+    json_call,
+    may_be_name,
+    value_streams,
+    xml_value,
+)
 from parsers.tools._machine import (
     ANY_MARKER,
     EOS,
     TEXT,
+    CallState,
     Run,
     Step,
     Table,
@@ -47,126 +81,7 @@ from parsers.tools._machine import (
     ToolStreamState,
 )
 
-__all__ = ["K2HorizonToolParser", "k2_horizon_calls"]
-
-GROUP_START, GROUP_END = "<ifm|tool_calls>", "</ifm|tool_calls>"
-CALL_START, CALL_END = "<ifm|tool_call>", "</ifm|tool_call>"
-KEY_START, KEY_END = "<ifm|arg_key>", "</ifm|arg_key>"
-TYPE_START, TYPE_END = "<ifm|arg_type>", "</ifm|arg_type>"
-VALUE_START, VALUE_END = "<ifm|arg_value>", "</ifm|arg_value>"
-ARG_MARKERS = (KEY_START, KEY_END, TYPE_START, TYPE_END, VALUE_START, VALUE_END)
-FORMATS = ("json", "xml", "xml_typed")
-
-_CALL = regex.compile(regex.escape(CALL_START) + r"(.*?)" + regex.escape(CALL_END), regex.DOTALL)
-_ARG = regex.compile(
-    regex.escape(KEY_START) + r"(.*?)" + regex.escape(KEY_END) + r"\s*(?:" + regex.escape(TYPE_START)
-    + r"(.*?)" + regex.escape(TYPE_END) + r"\s*)?" + regex.escape(VALUE_START) + r"(.*?)"
-    + regex.escape(VALUE_END),
-    regex.DOTALL,
-)  # fmt: skip
-
-
-class Malformed(ValueError):
-    """The group is not a valid call list: the whole output is content."""
-
-
-def _name(name: Any, tools: Sequence[Mapping[str, Any]]) -> str:
-    if not isinstance(name, str) or not name or any(ch.isspace() for ch in name):
-        raise Malformed("invalid function name")
-    if tools and not _declared(tools, name):
-        raise Malformed(f"unknown tool {name}")
-    return name
-
-
-def _declared(tools: Sequence[Mapping[str, Any]], name: str) -> bool:
-    for tool in tools:
-        function = tool.get("function")
-        if isinstance(function, Mapping) and function.get("name") == name:
-            return True
-    return False
-
-
-def _properties(tools: Sequence[Mapping[str, Any]], name: str) -> Mapping[str, Any]:
-    found = tool_properties(tools, name) if tools else {}
-    return found if isinstance(found, Mapping) else {}
-
-
-def _json_call(body: str, tools: Sequence[Mapping[str, Any]]) -> tuple[str, dict[str, Any]]:
-    call = json_loads(body.strip())
-    if not is_json(call) or not isinstance(call, dict):
-        raise Malformed("a JSON call must be an object")
-    name = _name(call.get("name"), tools)
-    arguments = call.get("arguments", {})
-    if not isinstance(arguments, dict):
-        raise Malformed("JSON arguments must be an object")
-    properties = _properties(tools, name)
-    out = {}
-    for key, value in arguments.items():
-        schema = properties.get(key)
-        if isinstance(schema, dict):
-            raw = value if isinstance(value, str) else _dumps(value)
-            value = coerce_to_schema_type(raw, schema_types(schema))
-        out[key] = value
-    return name, out
-
-
-def _xml_value(value: str, schema: Any, explicit: str | None) -> Any:
-    base = explicit.split("[", 1)[0].strip().lower() if explicit else None
-    targets = schema_types(schema)
-    if isinstance(schema, dict):
-        if base in targets and len(set(targets)) > 1:
-            targets = [base]
-    elif base == "any":
-        return value
-    elif base:
-        targets = [base]
-    return coerce_to_schema_type(value if "string" in targets else value.strip(), targets)
-
-
-def _xml_call(body: str, tools: Sequence[Mapping[str, Any]], fmt: str) -> tuple[str, dict[str, Any]]:
-    first = body.find(KEY_START)
-    if first == -1:
-        if any(marker in body for marker in ARG_MARKERS):
-            raise Malformed("malformed argument tags")
-        return _name(body.strip(), tools), {}
-    name = _name(body[:first].strip(), tools)
-    properties = _properties(tools, name)
-    arguments: dict[str, Any] = {}
-    position = first
-    for found in _ARG.finditer(body, first):
-        key = found.group(1).strip()
-        if body[position : found.start()].strip() or not key or key in arguments:
-            raise Malformed("malformed, unnamed or repeated argument")
-        explicit = found.group(2).strip() if found.group(2) is not None else None
-        if (fmt == "xml" and explicit is not None) or (fmt == "xml_typed" and not explicit):
-            raise Malformed("argument type tag where the format has none, or missing")
-        arguments[key] = _xml_value(found.group(3), properties.get(key), explicit)
-        position = found.end()
-    if position == first or body[position:].strip():
-        raise Malformed("malformed argument tags")
-    return name, arguments
-
-
-def _dumps(value: Any) -> str:
-    """`json.dumps(..., allow_nan=False)`: NaN or infinity is Malformed (vLLM's ValueError)."""
-    try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False)
-    except ValueError as exc:
-        raise Malformed("non-finite number") from exc
-
-
-def k2_horizon_calls(body: str, tools: Sequence[Mapping[str, Any]], fmt: str) -> list[tuple[str, str]] | None:
-    """(name, arguments) of every call in a group's body, or None when it is malformed."""
-    matches = list(_CALL.finditer(body))
-    if not matches or _CALL.sub("", body).strip():
-        return None
-    try:
-        calls = [_json_call(m.group(1), tools) if fmt == "json" else _xml_call(m.group(1), tools, fmt)
-                 for m in matches]  # fmt: skip
-        return [(name, _dumps(arguments)) for name, arguments in calls]
-    except Malformed:
-        return None
-
+__all__ = ["K2HorizonToolParser"]
 
 # -- the machine ------------------------------------------------------------------------------
 
@@ -180,11 +95,33 @@ class K2Ext(JsonState):
 
 
 @dataclass(frozen=True, slots=True)
+class K2Call(CallState):
+    """The call being read. name: its name text (until sent), then its name. raw: a json
+    call's body. The open pair (xml): key (read so far; stripped once its value opens), gap
+    (the whitespace after `</ifm|arg_key>`), kind (its type text; None: no type tag), tgap (the
+    whitespace after `</ifm|arg_type>`), stream (its value streams), value (a held value).
+    keys: the keys written (vLLM refuses a repeat). opened: the `{` was written."""
+
+    key: str = ""
+    gap: str = ""
+    kind: str | None = None
+    tgap: str = ""
+    stream: bool = False
+    value: str = ""
+    keys: tuple[str, ...] = ()
+    opened: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class K2State(ToolStreamState):
+    call: K2Call | None = None
     ext: K2Ext = K2Ext()
 
 
-def _content(run: Run[Any], text: str) -> None:
+K2Run: TypeAlias = Run["K2HorizonToolParser"]
+
+
+def _content(run: K2Run, text: str) -> None:
     ext: K2Ext = run.ext
     if ext.seen:
         run.content(text)
@@ -195,7 +132,15 @@ def _content(run: Run[Any], text: str) -> None:
         run.ext = ext.replace(ws=ext.ws + text)
 
 
-def _open_group(run: Run[K2HorizonToolParser], marker: str) -> None:
+def _any_content(run: K2Run, text: str) -> None:
+    _content(run, text)
+
+
+def _nothing(run: K2Run, text: str) -> None:
+    """End of the output: held whitespace-only content is None (dropped)."""
+
+
+def _open_group(run: K2Run, marker: str) -> None:
     if run.suppress:
         _content(run, marker)
         return
@@ -203,45 +148,327 @@ def _open_group(run: Run[K2HorizonToolParser], marker: str) -> None:
     run.pending = marker
 
 
-def _group_text(run: Run[Any], text: str) -> None:
-    run.pending += text
+def _held_text(run: K2Run) -> str:
+    """The raw text of what the open call holds (nothing of a value that streamed)."""
+    call: K2Call | None = run.call
+    if call is None:
+        return ""
+    head = "" if call.started else CALL_START + call.name + call.raw
+    if run.phase not in ("key", "gap", "type", "tgap", "value") or call.stream:
+        return head
+    text = head + KEY_START + call.key
+    if run.phase != "key":
+        text += KEY_END + call.gap
+    if call.kind is not None:
+        text += TYPE_START + call.kind + (TYPE_END + call.tgap if run.phase != "type" else "")
+    return text + (VALUE_START + call.value if run.phase == "value" else "")
 
 
-def _close_group(run: Run[K2HorizonToolParser], marker: str) -> None:
-    raw, run.pending, run.phase = run.pending + marker, "", "after"
-    calls = k2_horizon_calls(raw[len(GROUP_START) : -len(GROUP_END)], run.parser.tools, run.parser.tool_format)
-    if calls is None:
-        _content(run, raw)
-        return
-    for name, arguments in calls:
-        run.emit_call(name, arguments)
+def _close_args(run: K2Run) -> None:
+    """The sent call ends where it is: a streaming value is closed, a held pair dropped."""
+    call: K2Call | None = run.call
+    if call is not None and call.started:
+        quote = '"' if run.phase == "value" and call.stream else ""
+        run.args(quote + ("}" if call.opened else "{}"))
+    run.call = None
 
 
-def _unclosed(run: Run[Any], text: str) -> None:
-    raw, run.pending = run.pending, ""
+def _broken(run: K2Run, text: str) -> None:
+    """The group is not vLLM's call list. Before a call was sent: the whole output is content
+    (what the group held, then everything after). After: see the module docstring."""
+    if run.n_calls == 0:
+        raw, run.pending = run.pending + text, ""
+    else:
+        # Whitespace between calls or pairs was dropped as it came: so is the fault's.
+        raw = _held_text(run) + (text.lstrip() if run.phase in ("group", "pairs") else text)
+        _close_args(run)
+    run.call = None
+    run.phase = "after"
     _content(run, raw)
 
 
-def _any_content(run: Run[Any], text: str) -> None:
-    _content(run, text)
+def _group_text(run: K2Run, text: str) -> None:
+    if text.strip():
+        _broken(run, text)
+    else:
+        run.keep_raw(text)
 
 
-def _nothing(run: Run[Any], text: str) -> None:
-    """End of the output: held whitespace-only content is None (dropped)."""
+def _close_group(run: K2Run, marker: str) -> None:
+    if run.n_calls == 0:  # no call in it: vLLM's `not matches`
+        _broken(run, marker)
+    else:
+        run.phase = "after"
 
 
+def _cut(run: K2Run, text: str) -> None:
+    """The output ends inside the group: with no call sent it is content, as in vLLM; else
+    the calls sent stay (documented)."""
+    if run.n_calls == 0:
+        _content(run, run.pending)
+        run.pending = ""
+    _close_args(run)
+
+
+def _open_call(run: K2Run, marker: str) -> None:
+    run.keep_raw(marker)
+    run.call = K2Call()
+    run.phase = "body" if run.parser.tool_format == "json" else "name"
+
+
+def _name_text(run: K2Run, text: str) -> None:
+    call: K2Call = run.call
+    run.keep_raw(text)
+    run.call = call.replace(name=call.name + text)
+    if not may_be_name(call.name + text, run.parser.tools):
+        _broken(run, "")
+
+
+def _valid_name(run: K2Run) -> bool:
+    call: K2Call = run.call
+    try:
+        call_name(call.name.strip(), run.parser.tools)
+    except Malformed:
+        return False
+    return True
+
+
+def _commit(run: K2Run) -> K2Call:
+    """Send the call: its name and first pair's tags (or its end) were read and are valid, so
+    only later text can still break the group (module docstring)."""
+    call: K2Call = run.call
+    if not call.started:
+        run.call = call.replace(name=call.name.strip())
+        run.start_call(run.call.name)
+    committed: K2Call = run.call
+    return committed
+
+
+def _keep(run: K2Run, text: str) -> None:
+    """Raw text of a call not sent yet: the whole output's content if the group breaks."""
+    if not run.call.started:
+        run.keep_raw(text)
+
+
+def _first_key(run: K2Run, marker: str) -> None:
+    if _valid_name(run):
+        run.keep_raw(marker)
+        run.phase = "key"
+    else:
+        _broken(run, marker)
+
+
+def _name_only(run: K2Run, marker: str) -> None:
+    call: K2Call = run.call
+    if any(tag in call.name for tag in ARG_MARKERS) or not _valid_name(run):
+        _broken(run, marker)
+        return
+    _commit(run)
+    run.args("{}")
+    run.call, run.phase = None, "group"
+
+
+def _body_text(run: K2Run, text: str) -> None:
+    call: K2Call = run.call
+    run.keep_raw(text)
+    run.call = call.replace(raw=call.raw + text)
+
+
+def _json_end(run: K2Run, marker: str) -> None:
+    call: K2Call = run.call
+    try:
+        name, arguments = json_call(call.raw, run.parser.tools)
+        dumped = dumps(arguments)
+    except Malformed:
+        _broken(run, marker)
+        return
+    run.emit_call(name, dumped)
+    run.call, run.phase = None, "group"
+
+
+def _key_text(run: K2Run, text: str) -> None:
+    _keep(run, text)
+    call: K2Call = run.call
+    run.call = call.replace(key=call.key + text)
+
+
+def _key_end(run: K2Run, marker: str) -> None:
+    _keep(run, marker)
+    call: K2Call = run.call
+    run.call, run.phase = call.replace(gap=""), "gap"
+
+
+def _gap_text(run: K2Run, text: str) -> str | None:
+    call: K2Call = run.call
+    found = GAP.match(text)
+    end = found.end() if found is not None else 0
+    _keep(run, text[:end])
+    run.call = call.replace(gap=call.gap + text[:end])
+    if end == len(text):
+        return None
+    _run_on(run, "")  # not a pair yet: vLLM's lazy key runs on through this `</ifm|arg_key>`
+    return text[end:]
+
+
+def _run_on(run: K2Run, marker: str) -> None:
+    _keep(run, marker)
+    call: K2Call = run.call
+    run.call, run.phase = call.replace(key=call.key + KEY_END + call.gap + marker, gap=""), "key"
+
+
+def _gap_key_end(run: K2Run, marker: str) -> None:
+    """A second `</ifm|arg_key>`: the lazy key may end here instead."""
+    _keep(run, marker)
+    call: K2Call = run.call
+    run.call = call.replace(key=call.key + KEY_END + call.gap, gap="")
+
+
+def _type_start(run: K2Run, marker: str) -> None:
+    if run.parser.tool_format != "xml_typed":  # vLLM: a type tag where the format has none
+        _broken(run, marker)
+        return
+    _keep(run, marker)
+    call: K2Call = run.call
+    run.call, run.phase = call.replace(kind=""), "type"
+
+
+def _type_text(run: K2Run, text: str) -> None:
+    _keep(run, text)
+    call: K2Call = run.call
+    run.call = call.replace(kind=(call.kind or "") + text)
+
+
+def _type_end(run: K2Run, marker: str) -> None:
+    _keep(run, marker)
+    call: K2Call = run.call
+    run.call, run.phase = call.replace(tgap=""), "tgap"
+
+
+def _tgap_text(run: K2Run, text: str) -> None:
+    call: K2Call = run.call
+    if GAP.fullmatch(text):
+        _keep(run, text)
+        run.call = call.replace(tgap=call.tgap + text)
+    else:
+        _broken(run, text)
+
+
+def _value_start(run: K2Run, marker: str) -> None:
+    call: K2Call = run.call
+    key = call.key.strip()
+    explicit = call.kind.strip() if call.kind is not None else None
+    typed = run.parser.tool_format == "xml_typed"
+    if not key or key in call.keys or (typed and not explicit):
+        _broken(run, marker)
+        return
+    call = _commit(run)
+    schema = call_properties(run.parser.tools, call.name).get(key)
+    stream = value_streams(schema, explicit)
+    if stream:
+        run.args(_member(call, key) + '"')
+    run.call = call.replace(key=key, stream=stream, value="", opened=call.opened or stream)
+    run.phase = "value"
+
+
+def _member(call: K2Call, key: str) -> str:
+    return ("{" if not call.opened else ", ") + dumps(key) + ": "
+
+
+def _value_text(run: K2Run, text: str) -> None:
+    call: K2Call = run.call
+    if call.stream:
+        run.args(json_string_body(text))
+    else:
+        run.call = call.replace(value=call.value + text)
+
+
+def _value_end(run: K2Run, marker: str) -> None:
+    call: K2Call = run.call
+    if call.stream:
+        run.args('"')
+    else:
+        explicit = call.kind.strip() if call.kind is not None else None
+        schema = call_properties(run.parser.tools, call.name).get(call.key)
+        try:
+            written = dumps(xml_value(call.value, schema, explicit))
+        except Malformed:
+            _broken(run, marker)
+            return
+        run.args(_member(call, call.key) + written)
+    run.call = call.replace(key="", gap="", kind=None, tgap="", stream=False, value="",
+                            keys=(*call.keys, call.key), opened=True)  # fmt: skip
+    run.phase = "pairs"
+
+
+def _pairs_text(run: K2Run, text: str) -> None:
+    if text.strip():
+        _broken(run, text)
+
+
+def _next_key(run: K2Run, marker: str) -> None:
+    run.phase = "key"
+
+
+def _call_end(run: K2Run, marker: str) -> None:
+    _close_args(run)
+    run.phase = "group"
+
+
+_CUT = Step(_cut)
+_BROKEN = Step(_broken)
 TABLE = Table(
-    ("content", "group", "after"),
-    (GROUP_START, GROUP_END),
+    ("content", "group", "name", "body", "key", "gap", "type", "tgap", "value", "pairs", "after"),
+    (GROUP_START, GROUP_END, CALL_START, CALL_END, *ARG_MARKERS),
     {
         ("content", TEXT): Step(_any_content),
         ("content", GROUP_START): Step(_open_group),
-        ("content", GROUP_END): Step(_any_content),
         ("content", EOS): Step(_nothing),
         ("group", TEXT): Step(_group_text),
-        ("group", GROUP_START): Step(_group_text),
+        ("group", CALL_START): Step(_open_call),
         ("group", GROUP_END): Step(_close_group),
-        ("group", EOS): Step(_unclosed),
+        ("group", ANY_MARKER): _BROKEN,
+        ("group", EOS): _CUT,
+        ("name", TEXT): Step(_name_text),
+        ("name", KEY_START): Step(_first_key),
+        ("name", CALL_END): Step(_name_only),
+        ("name", GROUP_END): _BROKEN,
+        ("name", EOS): _CUT,
+        ("body", TEXT): Step(_body_text),
+        ("body", CALL_END): Step(_json_end),
+        ("body", GROUP_END): _BROKEN,
+        ("body", EOS): _CUT,
+        ("key", TEXT): Step(_key_text),
+        ("key", KEY_END): Step(_key_end),
+        ("key", CALL_END): _BROKEN,
+        ("key", GROUP_END): _BROKEN,
+        ("key", EOS): _CUT,
+        ("gap", TEXT): Step(_gap_text),
+        ("gap", KEY_END): Step(_gap_key_end),
+        ("gap", TYPE_START): Step(_type_start),
+        ("gap", VALUE_START): Step(_value_start),
+        ("gap", CALL_END): _BROKEN,
+        ("gap", GROUP_END): _BROKEN,
+        ("gap", ANY_MARKER): Step(_run_on),
+        ("gap", EOS): _CUT,
+        ("type", TEXT): Step(_type_text),
+        ("type", TYPE_END): Step(_type_end),
+        ("type", CALL_END): _BROKEN,
+        ("type", GROUP_END): _BROKEN,
+        ("type", EOS): _CUT,
+        ("tgap", TEXT): Step(_tgap_text),
+        ("tgap", VALUE_START): Step(_value_start),
+        ("tgap", ANY_MARKER): _BROKEN,
+        ("tgap", EOS): _CUT,
+        ("value", TEXT): Step(_value_text),
+        ("value", VALUE_END): Step(_value_end),
+        ("value", CALL_END): _BROKEN,
+        ("value", GROUP_END): _BROKEN,
+        ("value", EOS): _CUT,
+        ("pairs", TEXT): Step(_pairs_text),
+        ("pairs", KEY_START): Step(_next_key),
+        ("pairs", CALL_END): Step(_call_end),
+        ("pairs", ANY_MARKER): _BROKEN,
+        ("pairs", EOS): _CUT,
         ("after", TEXT): Step(_any_content),
         ("after", ANY_MARKER): Step(_any_content),
         ("after", EOS): Step(_nothing),
@@ -254,6 +481,7 @@ class K2HorizonToolParser(TableToolParser):
     table = TABLE
     initial_phase = "content"
     state_class = K2State
+    call_phases = frozenset({"name", "body", "key", "gap", "type", "tgap", "value", "pairs"})
 
     def __init__(
         self,
@@ -276,9 +504,11 @@ class K2HorizonToolParser(TableToolParser):
         return f"k2_horizon/{self.tool_format}"
 
     def held_chars(self, state: ToolStreamState) -> int:
-        ext = state.ext
-        return len(ext.ws) if isinstance(ext, K2Ext) else 0
+        ext, call = state.ext, state.call
+        held = len(ext.ws) if isinstance(ext, K2Ext) else 0
+        if isinstance(call, K2Call):
+            held += len(call.name) + len(call.raw) + len(call.key) + len(call.kind or "") + len(call.value)
+        return held
 
     def tool_choice_none_content(self, text: str, request_id: str) -> str | None:
         return text if text.strip() else None
-

@@ -5,12 +5,14 @@ and hand-written cases."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from parsers import ChatOptions, ChatParser
 from parsers._errors import ParserConfigError
+from parsers._events import ToolArgsDelta
 from parsers.reasoning.k2_horizon import K2HorizonReasoningParser
 from parsers.tools.k2_horizon import K2HorizonToolParser
 
@@ -59,6 +61,37 @@ OWN: dict[str, str] = {
     "reasoning_call": "<ifm|think>Need 東京 weather.</ifm|think>" + grp(W),
     "reasoning_implicit": "Need it." + grp(W),
     "reasoning_content": "<ifm|think>R</ifm|think>\n\nIt is sunny.",
+    # faults after a call streamed (vLLM's batch takes the whole group back)
+    "unknown_second_tool": grp(W, f"{C}nope{arg('a', '1')}{CE}"),
+    "type_tag_after_call": grp(W, f"{C}search{arg('query', 'q', 'string')}{CE}"),
+    "nan_after_call": grp(WT, f"{C}search{arg('query', 'q', 'string')}{arg('extra', 'NaN', 'number')}{CE}"),
+    "typed_missing_after_call": grp(WT, f"{C}search{arg('query', 'q')}{CE}"),
+    "call_end_in_value": grp(f"{C}search{arg('query', 'a b')}{arg('filters', 'x')}".replace("x</ifm|arg_value>", f"x{CE}")),
+    "second_call_name_cut": grp(W) [: -len(GE)] + f"{C}get_wea",
+    # the lazy key regex: a `</ifm|arg_key>` not followed by a value runs the key on
+    "key_runs_on": grp(f"{C}search<ifm|arg_key>query</ifm|arg_key> x </ifm|arg_key><ifm|arg_value>v</ifm|arg_value>{CE}"),
+    "ws_gaps": grp(f"{C} search \n<ifm|arg_key> query </ifm|arg_key>\n<ifm|arg_value> v </ifm|arg_value>\n{CE}\n"),
+    "typed_gaps": grp(f"{C}search<ifm|arg_key>query</ifm|arg_key> <ifm|arg_type> string </ifm|arg_type>\n"
+                      f"<ifm|arg_value> v </ifm|arg_value>{CE}"),
+    "long_string_value": grp(f"{C}search{arg('query', 'lorem ipsum ' * 80)}{arg('filters', '{}')}{CE}"),
+}
+# A call that streamed stays a call (README "Known differences"): where later text makes
+# vLLM's batch take the group back, ours keeps the calls sent, the open call keeps what it
+# has, and the text from the fault on is content. Per format: {case: why}.
+_AFTER_CALL = {
+    "duplicate_arg": "a repeated key after the call was sent",
+    "garbage_between_args": "text between pairs after the call was sent",
+    "garbage_in_group": "text after a call in the group",
+    "unclosed_group": "the output ends before the group's end",
+    "unclosed_call": "the output ends inside a sent call",
+    "unknown_second_tool": "an unknown tool after a call was sent",
+    "call_end_in_value": "the call ends inside a value after the call was sent",
+    "second_call_name_cut": "the output ends inside a second call",
+}
+DIVERGENCES: dict[str, dict[str, str]] = {
+    "xml": {**_AFTER_CALL, "type_tag_after_call": "a type tag after a call was sent"},
+    "xml_typed": {"typed_missing_after_call": "a pair without its type after a call was sent"},
+    "json": {},
 }
 FORMATS = ("xml", "xml_typed", "json")
 
@@ -96,7 +129,7 @@ def _chat(bundle: Any, fmt: str) -> ChatParser:
 
 def compare(fmt: str, oracle: dict[str, dict[str, Any]], bundle: Any) -> list[str]:
     tool, chat = _tool(bundle, fmt), _chat(bundle, fmt)
-    errors = []
+    errors, diverged = [], set()
     for name, case in CASES.items():
         res, text = oracle[name], case["text"]
         failed = [f"{k}: {v}" for k, v in res.items() if k.endswith("_error")]
@@ -106,6 +139,9 @@ def compare(fmt: str, oracle: dict[str, dict[str, Any]], bundle: Any) -> list[st
         ours = tool.parse(text, "r")
         mine = (ours.content, [(c.name, c.arguments) for c in ours.tool_calls])
         theirs = (res["tool"]["content"], [(c["name"], c["arguments"]) for c in res["tool"]["tool_calls"]])
+        if mine != theirs and (name in DIVERGENCES[fmt] or ("|cut@" in name and mine[1] and not theirs[1])):
+            diverged.add(name)  # named above, or a cut group that kept its calls
+            continue
         if mine != theirs:
             errors.append(f"tool {name}: ours {mine} != vLLM {theirs}")
         composed = chat.parse(text, "r")
@@ -114,6 +150,7 @@ def compare(fmt: str, oracle: dict[str, dict[str, Any]], bundle: Any) -> list[st
         theirs_c = (batch["reasoning"], batch["content"], [(c["name"], c["arguments"]) for c in batch["tool_calls"]])
         if mine_c != theirs_c:
             errors.append(f"composed {name}: ours {mine_c} != vLLM {theirs_c}")
+    errors += [f"{name}: named divergence does not diverge" for name in set(DIVERGENCES[fmt]) - diverged]
     return errors
 
 
@@ -127,7 +164,7 @@ def test_k2_horizon_matches_vllm(vllm_ref: Any, bundle: Any, fmt: str) -> None:
     called = {"xml": "xml_call", "xml_typed": "typed_call", "json": "json_call"}[fmt]
     assert oracle[called]["tool"]["tool_calls"], "the format's own call must be a call in vLLM"
     errors = compare(fmt, oracle, bundle)
-    assert not errors, "\n".join(e[:600] for e in errors[:30])
+    assert not errors, f"{len(errors)} errors:\n" + "\n".join(e[:600] for e in errors[:30])
 
 
 @pytest.mark.parametrize("name", sorted(OWN))
@@ -151,11 +188,33 @@ def test_k2_horizon_composed_split_invariant(bundle: Any, name: str) -> None:
     )
 
 
-def test_k2_horizon_group_is_held_then_decided(bundle: Any) -> None:
+def test_k2_horizon_calls_stream_a_pair_at_a_time(bundle: Any) -> None:
     parser = _tool(bundle, "xml")
-    state, events = parser.feed(parser.initial_state(), "Hi " + G + W, "r")
-    assert [type(e).__name__ for e in events] == ["ContentDelta"]
-    state, events = parser.feed(state, GE + " ok", "r")
-    assert [type(e).__name__ for e in events] == ["ToolCallStart", "ToolArgsDelta", "ContentDelta"]
+    state, events = parser.feed(parser.initial_state(), "Hi " + G + C + "get_weather<ifm|arg_key>city", "r")
+    assert [type(e).__name__ for e in events] == ["ContentDelta"]  # the first pair may still break
+    state, events = parser.feed(state, "</ifm|arg_key><ifm|arg_value>東", "r")
+    assert [(type(e).__name__, getattr(e, "text", None)) for e in events] == [
+        ("ToolCallStart", None), ("ToolArgsDelta", '{"city": "東')]  # fmt: skip
+    state, events = parser.feed(state, "京</ifm|arg_value>" + arg("days", " 3 "), "r")
+    assert [e.text for e in events] == ['京", "days": 3']
+    state, events = parser.feed(state, CE + GE + " ok", "r")
+    assert [e.text for e in events] == ["}", " ok"]
     with pytest.raises(ParserConfigError):
         K2HorizonToolParser(bundle.tokenizer, [], chat_template_kwargs={"tool_call_format": "yaml"})
+
+
+@pytest.mark.parametrize("fmt", ["xml", "xml_typed"])
+def test_k2_horizon_long_value_streams_with_bounded_state(bundle: Any, fmt: str) -> None:
+    parser = _tool(bundle, fmt)
+    typed = "<ifm|arg_type>string</ifm|arg_type>" if fmt == "xml_typed" else ""
+    head = G + C + "search<ifm|arg_key>query</ifm|arg_key>" + typed + "<ifm|arg_value>"
+    state, _ = parser.feed(parser.initial_state(), head, "r")
+    sent, largest = 0, 0
+    for piece in ("lorem ", "ipsum <", "/ifm|arg_ ", "\n", "x") * 4000:  # 20k+ characters
+        state, events = parser.feed(state, piece, "r")
+        state = type(state).from_json(json.loads(json.dumps(state.to_json())))
+        sent += sum(len(e.text) for e in events if isinstance(e, ToolArgsDelta))
+        largest = max(largest, len(json.dumps(state.to_json())))
+    assert largest < 2048 and sent > 20000
+    state, events = parser.feed(state, "</ifm|arg_value>" + CE + GE, "r")
+    assert "".join(e.text for e in events if isinstance(e, ToolArgsDelta)) == '"}'
