@@ -21,6 +21,7 @@ from .engine_family_support import (
     family_cases_for,
     run_oracle,
 )
+from .tool_parser_support import stream_long_value
 
 # vLLM resolves a member's type through `$defs` refs and anyOf alternatives: search gets some.
 TOOLS = copy.deepcopy(XML_TOOLS)
@@ -191,12 +192,7 @@ def test_dots_string_value_held_only_while_it_may_be_null(parser: DotsToolParser
 
 
 def test_dots_long_value_streams_with_bounded_state(parser: DotsToolParser) -> None:
-    state, _ = parser.feed(parser.initial_state(), '<dots_function_call><invoke name="search">'
-                           '<parameter name="query">', "r")
-    sent, largest = 0, 0
-    for piece in ("lorem ", "ipsum <", "/param ", "\n", "x") * 4000:  # 20k+ characters
-        state, events = parser.feed(state, piece, "r")
-        state = type(state).from_json(json.loads(json.dumps(state.to_json())))
-        sent += sum(len(e.text) for e in events if isinstance(e, ToolArgsDelta))
-        largest = max(largest, len(json.dumps(state.to_json())))
+    head = '<dots_function_call><invoke name="search"><parameter name="query">'
+    pieces = ("lorem ", "ipsum <", "/param ", "\n", "x") * 4000  # 20k+ characters
+    _, largest, sent = stream_long_value(parser, head, pieces)
     assert largest < 2048 and sent > 20000

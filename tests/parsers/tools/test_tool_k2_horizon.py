@@ -5,7 +5,6 @@ and hand-written cases."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -20,7 +19,7 @@ from ..chunking import Collapsed, CollapsedCall, assert_chunking_invariant
 from ..family_corpus import corpus_entries, family_markers, hostile_variants
 from ..family_oracle import WEATHER_TOOLS, vllm_family
 from ..family_tokenizers import family_tokenizer, token_chunks
-from .tool_parser_support import assert_split_invariant
+from .tool_parser_support import assert_split_invariant, stream_long_value
 
 G, GE, C, CE = "<ifm|tool_calls>", "</ifm|tool_calls>", "<ifm|tool_call>", "</ifm|tool_call>"
 
@@ -208,13 +207,8 @@ def test_k2_horizon_long_value_streams_with_bounded_state(bundle: Any, fmt: str)
     parser = _tool(bundle, fmt)
     typed = "<ifm|arg_type>string</ifm|arg_type>" if fmt == "xml_typed" else ""
     head = G + C + "search<ifm|arg_key>query</ifm|arg_key>" + typed + "<ifm|arg_value>"
-    state, _ = parser.feed(parser.initial_state(), head, "r")
-    sent, largest = 0, 0
-    for piece in ("lorem ", "ipsum <", "/ifm|arg_ ", "\n", "x") * 4000:  # 20k+ characters
-        state, events = parser.feed(state, piece, "r")
-        state = type(state).from_json(json.loads(json.dumps(state.to_json())))
-        sent += sum(len(e.text) for e in events if isinstance(e, ToolArgsDelta))
-        largest = max(largest, len(json.dumps(state.to_json())))
+    pieces = ("lorem ", "ipsum <", "/ifm|arg_ ", "\n", "x") * 4000  # 20k+ characters
+    state, largest, sent = stream_long_value(parser, head, pieces)
     assert largest < 2048 and sent > 20000
     state, events = parser.feed(state, "</ifm|arg_value>" + CE + GE, "r")
     assert "".join(e.text for e in events if isinstance(e, ToolArgsDelta)) == '"}'

@@ -264,6 +264,21 @@ def assert_split_invariant(parser: ToolParser, text: str, token_chunks: Sequence
 # -- vLLM 0.33 oracle -----------------------------------------------------------------------
 
 
+def stream_long_value(parser: ToolParser, head: str, pieces: Sequence[str]) -> tuple[Any, int, int]:
+    """Feed `head`, then each piece with the state JSON round-tripped at every chunk:
+    (the last state, the largest serialised state in bytes, argument characters sent)."""
+    from parsers._events import ToolArgsDelta
+
+    state, _ = parser.feed(parser.initial_state(), head, "r")
+    sent = largest = 0
+    for piece in pieces:
+        state, events = parser.feed(state, piece, "r")
+        state = type(state).from_json(json.loads(json.dumps(state.to_json())))
+        sent += sum(len(e.text) for e in events if isinstance(e, ToolArgsDelta))
+        largest = max(largest, len(json.dumps(state.to_json())))
+    return state, largest, sent
+
+
 def ref_python() -> Path:
     venv = Path(os.environ.get("RS_VLLM_REF_VENV", Path(__file__).parents[3] / ".cache" / "vllm-ref"))
     python = venv / "bin" / "python"
