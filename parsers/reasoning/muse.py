@@ -10,8 +10,10 @@ optionally preceded by `to=RCPT` (RCPT `[^\\s<]+`, no space before `<|message|>`
 `<|eot|>` / `<|start|>` or the next header's start (whitespace before a `to=` stays body, unlike
 the tool parser's split: parsers/tools/muse.py). A message's framed text runs from its header
 to the next header's start (its boundary and the text after it included). Text before the
-first header belongs to no message; an output with no header is content verbatim (held to its
-end: only its end says so).
+first header belongs to no message; an output with no header is content verbatim. Only its
+end says which, so that text is held while it is short (PRE_HEADER_CHARS); longer, it streams
+as content and stays content if a header comes (vLLM's batch would drop it: a named
+divergence), so the state never holds the output.
 
 * Reasoning: the bodies of bare and `to=self` messages, joined with nothing.
 * Content: the `to=user` / `to=commentary` bodies; `developer` and tool bodies are dropped.
@@ -54,8 +56,12 @@ _OTHER_ROLE = regex.compile(r"<\|start\|>(?!assistant(?:\s|<|$))[^\s<]+")
 _ATEM = ("<atem:function_calls>", "<atem:invoke")
 # Message kinds: reasoning (bare, self), content (user, commentary), developer, tool.
 _R, _C, _D, _T = "r", "c", "d", "t"
-# Phases: before the first header, in a body, after a body's boundary.
-_PRE, _BODY, _GAP = "pre", "body", "gap"
+# Phases: before the first header (held; streaming as content once longer than
+# PRE_HEADER_CHARS: "lead"), in a body, after a body's boundary.
+_PRE, _LEAD, _BODY, _GAP = "pre", "lead", "body", "gap"
+# Text before the first header is held up to this many characters (vLLM drops it once a header
+# comes, and returns the whole output as content if none does); past it, it streams as content.
+PRE_HEADER_CHARS = 256
 
 
 def _kind(rcpt: str | None) -> str:
@@ -68,16 +74,16 @@ def _kind(rcpt: str | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class MuseReasoningState(JsonState):
-    VERSION = 1
+    VERSION = 2
 
     phase: str = _PRE
     kind: str = _R
-    held: str = ""  # pre: the output so far; else a possible header / marker tail
+    held: str = ""  # pre: the output so far (bounded); else a possible header / marker tail
     framed: bool = False  # a tool message held ATEM: content is framed text from then on
     pending: str = ""  # a tool message's framed text, before framing starts (until ATEM shows)
 
     def __post_init__(self) -> None:
-        if self.phase not in (_PRE, _BODY, _GAP) or self.kind not in (_R, _C, _D, _T):
+        if self.phase not in (_PRE, _LEAD, _BODY, _GAP) or self.kind not in (_R, _C, _D, _T):
             raise ValueError("unknown phase or kind")
         if self.pending and (self.framed or self.kind != _T):
             raise ValueError("pending text outside an undecided tool message")
@@ -159,7 +165,9 @@ class _Run:
         run = _Run(state)
         buf = state.held + text
         pos = 0
-        while True:
+        if run.phase in (_PRE, _LEAD):
+            buf, pos = run.lead(buf, final)
+        while pos >= 0:
             found = _SPLIT.search(buf, pos, partial=not final)
             if found is not None and not final and found.group() == "<|start|>":
                 # A whole `<|start|>` wins over a header it may still begin: hold it.
@@ -167,13 +175,8 @@ class _Run:
                 found = head if head is not None and head.partial else found
             if found is None or found.partial:
                 cut = len(buf) if found is None else found.start()
-                if run.phase == _PRE and final:  # no header at all: content verbatim
-                    push_content(run.events, buf)
-                    buf, pos = "", 0
-                    break
-                if run.phase != _PRE:
-                    run.text(buf[pos:cut])
-                    buf, pos = buf[cut:], 0
+                run.text(buf[pos:cut])
+                buf = buf[cut:]
                 break
             run.text(buf[pos : found.start()])
             if found.group("head") is not None:
@@ -204,8 +207,23 @@ class _Run:
                 push_content(self.events, self.pending)
                 self.pending = ""
 
+    def lead(self, buf: str, final: bool) -> tuple[str, int]:
+        """Before the first header: (the text to go on with, where its header starts), or
+        (the text held, -1) when no header is whole yet. The text before the header is held
+        while it is short; longer (or at the end, with no header) it is content."""
+        found = _HEADER.search(buf, partial=not final)
+        start = len(buf) if found is None else found.start()
+        if start > PRE_HEADER_CHARS or (final and found is None):
+            self.phase = _LEAD
+        if self.phase == _LEAD:
+            push_content(self.events, buf[:start])
+            buf, start = buf[start:], 0
+        if found is None or found.partial:
+            return buf, -1
+        return buf, start
+
     def text(self, text: str) -> None:
-        if not text or self.phase == _PRE:
+        if not text or self.phase in (_PRE, _LEAD):
             return
         if self.phase == _BODY and self.kind == _R:
             self.events.append(ReasoningDelta(text))
@@ -220,7 +238,7 @@ class _Run:
         self._framed(header)
 
     def boundary(self, marker: str) -> None:
-        if self.phase == _PRE:
+        if self.phase in (_PRE, _LEAD):
             return
         self._end_body()
         self.phase = _GAP

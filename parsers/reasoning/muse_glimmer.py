@@ -16,12 +16,14 @@ with `_glimmer_compat`, the Glimmer channel rules). The message framing is Muse'
   output (then reasoning is none).
 
 The stream decides as it goes and holds only what the batch needs: the remainder until it
-shows ATEM, a user header, or ends (none of these: the output so far; bounded: past the
-tool-call limit LimitExceededError), and possible marker tails. Where vLLM's answer depends on
+shows ATEM, a user header, or ends (bounded: past the tool-call limit LimitExceededError; the
+text before the first header only up to PRE_HEADER_CHARS, past them it streams as content),
+and possible marker tails. Where vLLM's answer depends on
 how the output ends, ours keeps what it sent (the test's DIVERGENCES, README "Known
 differences"): a chain that never closes after joining a second span (vLLM drops the closed
 spans), a self body that runs into a header (vLLM counts it twice), a swallowed self header
-whose body never closes, content sent before the remainder shows ATEM. Composed with a Muse
+whose body never closes, content sent before the remainder shows ATEM, text before the first
+header past PRE_HEADER_CHARS (vLLM drops it when a user or self header comes). Composed with a Muse
 tool parser the first answer goes out framed (header and boundary), so the tool parser keeps
 ATEM echoed in it as the answer's text, where vLLM's batch hands it the framed remainder.
 
@@ -43,7 +45,7 @@ from parsers._base import ToolParser
 from parsers._errors import LimitExceededError, StateError
 from parsers._events import Event, ReasoningDelta, push_content
 from parsers._state import JsonState
-from parsers.reasoning.muse import MuseReasoningParser
+from parsers.reasoning.muse import PRE_HEADER_CHARS, MuseReasoningParser
 from parsers.tools._base import MAX_TOOL_CALL_CHARS
 
 __all__ = ["MuseGlimmerReasoningParser", "MuseGlimmerReasoningState"]
@@ -68,7 +70,7 @@ _TOOL_HEADER = regex.compile(r"to=(?!(?:self|user)<\|message\|>)[^\s<]+<\|messag
 
 @dataclass(frozen=True, slots=True)
 class MuseGlimmerReasoningState(JsonState):
-    VERSION = 1
+    VERSION = 2
 
     chain: str = _OUT
     swallow: bool = False  # an <|eom|> before any chain: the next self header is swallowed
@@ -78,11 +80,13 @@ class MuseGlimmerReasoningState(JsonState):
     framed: bool = False  # the remainder showed ATEM: content is the remainder from then on
     pending: str = ""  # remainder text not sent (before ATEM shows)
     held: str = ""  # a possible token at the end of the text
+    headed: bool = False  # a header came
+    lead: bool = False  # the text before the first header streams as content (it grew long)
 
     def __post_init__(self) -> None:
         if self.chain not in (_OUT, _IN, _GAP) or self.phase not in (_PRE, _USER, _DONE):
             raise ValueError("unknown chain or phase")
-        if self.pending and self.framed:
+        if self.pending and (self.framed or self.lead):
             raise ValueError("pending text once framed")
 
 
@@ -131,7 +135,7 @@ class _Scan:
         self.s, self.frames_answer = state, frames_answer
         self.chain, self.swallow, self.phase = state.chain, state.swallow, state.phase
         self.in_self, self.saw_self, self.framed = state.in_self, state.saw_self, state.framed
-        self.pending = state.pending
+        self.pending, self.headed, self.lead = state.pending, state.headed, state.lead
         self.events: list[Event] = []
 
     def run(self, text: str, *, final: bool) -> tuple[MuseGlimmerReasoningState, list[Event]]:
@@ -146,11 +150,12 @@ class _Scan:
             self.plain(buf[pos : found.start()])
             self.token(found)
             pos = found.end()
+        self.maybe_lead()
         if final:
             self.end()
             buf = ""
-        new = MuseGlimmerReasoningState(self.chain, self.swallow, self.phase, self.in_self,
-                                        self.saw_self, self.framed, self.pending, buf)
+        new = MuseGlimmerReasoningState(self.chain, self.swallow, self.phase, self.in_self, self.saw_self,
+                                        self.framed, self.pending, buf, self.headed, self.lead)  # fmt: skip
         if len(new.held) + len(new.pending) > MAX_TOOL_CALL_CHARS:
             raise LimitExceededError(
                 f"muse_glimmer: held text exceeds the limit of {MAX_TOOL_CALL_CHARS} characters")
@@ -162,10 +167,18 @@ class _Scan:
 
     def remainder(self, text: str) -> None:
         """Text of the output outside the self spans."""
-        if self.framed:
+        if self.framed or self.lead:
             push_content(self.events, text)
         elif self.phase != _USER:  # (the answer's body went out as content)
             self.pending += text
+
+    def maybe_lead(self) -> None:
+        """Before any header, text past PRE_HEADER_CHARS streams as content (vLLM's batch
+        keeps it only if no header comes; holding it would hold the whole output)."""
+        if not self.headed and not self.framed and not self.lead and len(self.pending) > PRE_HEADER_CHARS:
+            self.lead = True
+            push_content(self.events, self.pending)
+            self.pending = ""
 
     def plain(self, text: str) -> None:
         if not text:
@@ -180,6 +193,9 @@ class _Scan:
     def token(self, found: regex.Match[str]) -> None:
         text = found.group()
         kind = found.lastgroup
+        if kind in ("self", "rcpt") and not self.headed:
+            self.maybe_lead()
+            self.headed, self.lead = True, False
         if kind == "self":
             self.saw_self = True
             if self.chain == _IN:

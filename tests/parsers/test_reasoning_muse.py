@@ -13,7 +13,7 @@ import pytest
 
 from parsers._base import ReasoningParser
 from parsers.chat import ChatOptions, ChatParser
-from parsers.reasoning.muse import MuseReasoningParser, MuseSpark1xReasoningParser
+from parsers.reasoning.muse import PRE_HEADER_CHARS, MuseReasoningParser, MuseSpark1xReasoningParser
 from parsers.reasoning_tokens import reasoning_token_counter
 from parsers.registry import get_reasoning_parser, get_tool_parser
 
@@ -42,13 +42,18 @@ OWN: dict[str, str] = {
     "r:tool_without_atem_before_call": R + msg("read", "plain") + msg("read", invoke("read", path="a")),
     "r:only_markers": "<|eom|><|eot|><|start|>",
     "r:long": " to=self<|message|>" + "思考 " * 400 + "<|eom|>" + msg("user", "ok", "<|eot|>"),
+    # Text before the first header is held up to PRE_HEADER_CHARS (parsers/reasoning/muse.py)
+    "r:pre_text_at_bound": "y" * (PRE_HEADER_CHARS - 1) + R + msg("user", "ans", "<|eot|>"),
+    "r:long_text_no_header": "A plain answer <|eom|> with <| markers. " * 12,
+    "r:long_text_before_header": "x" * (PRE_HEADER_CHARS + 1) + R + msg("user", "ans", "<|eot|>"),
 }
 _EARLY = ("a user / commentary / tool message before the first tool message holding ATEM: "
           "vLLM's batch frames it (it sees the whole output), our stream had sent its body "
           "(a tool one: dropped)")
 DIVERGENCES: dict[str, str] = {name: _EARLY for name in (
     "r:commentary_before_call", "r:tool_without_atem_before_call",
-)}
+)} | {"r:long_text_before_header": "text before the first header longer than PRE_HEADER_CHARS had "
+                                   "streamed as content (vLLM drops it once a header comes)"}
 
 
 def _cases() -> dict[str, dict]:
@@ -152,3 +157,23 @@ def test_muse_reasoning_state_stays_small() -> None:
         biggest = max(biggest, len(json.dumps(state.to_json())))
     assert biggest < 300, biggest
     assert reasoning == len("thinking") + 20000
+
+
+@pytest.mark.parametrize("header", ["", R + msg("user", "ans", "<|eot|>")])
+def test_muse_reasoning_state_small_before_the_first_header(bundle, header: str) -> None:  # noqa: ANN001
+    """~20k characters before any header, one token per chunk: they are never held (the
+    largest state stays under 2 KB), and stream as content."""
+    parser = MuseReasoningParser(bundle.tokenizer)
+    pre = "Some text before any header, <|eom|> to= t <| and on. " * 380
+    text = pre + header
+    assert len(pre) > 20000
+    state, biggest, content = parser.initial_state(), 0, []
+    for piece in bundle.pieces(text):
+        state, events = parser.feed(state, piece)
+        state = type(state).from_json(json.loads(json.dumps(state.to_json())))
+        content += [e.text for e in events if type(e).__name__ == "ContentDelta"]
+        biggest = max(biggest, len(json.dumps(state.to_json())))
+    state, events = parser.finish(state)
+    content += [e.text for e in events if type(e).__name__ == "ContentDelta"]
+    assert biggest < 2048, biggest
+    assert "".join(content) == parser.parse(text).content == pre + (" ans" if header else "")  # (the space before to=)

@@ -13,6 +13,7 @@ import json
 import pytest
 
 from parsers.chat import ChatOptions, ChatParser
+from parsers.reasoning.muse import PRE_HEADER_CHARS
 from parsers.reasoning.muse_glimmer import MuseGlimmerReasoningParser
 from parsers.registry import get_reasoning_parser, get_tool_parser
 
@@ -43,6 +44,12 @@ OWN: dict[str, str] = {
     "g:empty_self": S + "<|eom|>" + msg("user", "U", "<|eot|>"),
     "g:selfish_recipient": " to=selfx<|message|>x<|eom|>" + msg("user", "U", "<|eot|>"),
     "g:long": " " + S + "思考 " * 400 + "<|eom|>" + msg("user", "ok", "<|eot|>"),
+    # Text before the first header is held up to PRE_HEADER_CHARS (parsers/reasoning/muse.py)
+    "g:pre_text_at_bound": "y" * PRE_HEADER_CHARS + "to=user<|message|>U<|eot|>",  # (Glimmer's header)
+    "g:long_text_no_header": "A plain answer <|eom|> with <| markers. " * 12,
+    "g:long_text_then_call": "z " * 200 + msg("read", invoke("read", path="a")),
+    "g:long_text_before_user": "x" * (PRE_HEADER_CHARS + 1) + msg("user", "U", "<|eot|>"),
+    "g:long_text_before_self": "x" * (PRE_HEADER_CHARS + 1) + R,
     # vLLM's losses and doubles (DIVERGENCES)
     "g:closed_then_open": S + "A<|eom|>" + S + "B",
     "g:self_into_tool": S + "A to=read<|message|>" + invoke("read", path="p") + "<|eom|>",
@@ -60,6 +67,9 @@ DIVERGENCES: dict[str, str] = {
                                   "swallows it, its body is reasoning only if it never closes",
     "g:empty_self": "an empty closed self span: vLLM's reasoning is '', ours None (no empty delta)",
     "g:user_atem": _EARLY, "own:invoke_in_user_answer": _EARLY, "g:user_then_call": _EARLY,
+    **{name: "text before the first header longer than PRE_HEADER_CHARS had streamed as content "
+             "(vLLM drops it once a user or self header comes)"
+       for name in ("g:long_text_before_user", "g:long_text_before_self")},
 }
 
 
@@ -97,7 +107,8 @@ _SPLIT = ("the answer through the tool parser's split ends at <|start|> / a head
 COMPOSED_DIVERGENCES: dict[str, str] = {
     "own:header_ws_and_goto": _SPLIT, "own:start_cuts_body": _SPLIT,
     **{name: DIVERGENCES[name] for name in (
-        "g:empty_self", "g:closed_then_open", "g:self_into_tool", "g:tool_then_self_truncated")},
+        "g:empty_self", "g:closed_then_open", "g:self_into_tool", "g:tool_then_self_truncated",
+        "g:long_text_before_self")},  # (before a user header the tool parser drops it, as vLLM)
     **LONG_VALUES,  # the tool side's, through the composition
 }
 
@@ -132,3 +143,23 @@ def test_muse_glimmer_reasoning_state_stays_small() -> None:
         biggest = max(biggest, len(json.dumps(state.to_json())))
     assert biggest < 400, biggest
     assert reasoning == len("thinking\n") + 20000
+
+
+@pytest.mark.parametrize("header", ["", R + msg("user", "ans", "<|eot|>")])
+def test_muse_glimmer_state_small_before_the_first_header(bundle, header: str) -> None:  # noqa: ANN001
+    """~20k characters before any header, one token per chunk: they are never held (the
+    largest state stays under 2 KB), and stream as content."""
+    parser = MuseGlimmerReasoningParser(bundle.tokenizer)
+    pre = "Some text before any header, <|eom|> to= t <| and on. " * 380
+    text = pre + header
+    assert len(pre) > 20000
+    state, biggest, content = parser.initial_state(), 0, []
+    for piece in bundle.pieces(text):
+        state, events = parser.feed(state, piece)
+        state = type(state).from_json(json.loads(json.dumps(state.to_json())))
+        content += [e.text for e in events if type(e).__name__ == "ContentDelta"]
+        biggest = max(biggest, len(json.dumps(state.to_json())))
+    state, events = parser.finish(state)
+    content += [e.text for e in events if type(e).__name__ == "ContentDelta"]
+    assert biggest < 2048, biggest
+    assert "".join(content) == parser.parse(text).content == pre + (" ans" if header else "")
