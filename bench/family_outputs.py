@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from tests.parsers.family_corpus import corpus_entries
 
-__all__ = ["FamilyOutput", "grow_entry", "pick_entry"]
+__all__ = ["FamilyOutput", "grow_entry", "growable", "pick_entry"]
 
 REASONING = 'The user asks about Tokyo (東京). I should call get_weather with city "Tokyo".'
 CONTENT = "It is 18 °C and sunny in 東京 today ☀️."
@@ -55,12 +55,20 @@ def _prose(n_tokens: int, words: list[str], count: Callable[[str], int], seed: i
 _SENTENCE = re.compile(r"(?<=>)[A-Z][A-Za-z ,']+\.(?=<)")
 
 
-def grow_entry(text: str, target_tokens: int, count: Callable[[str], int]) -> str:
-    """`text` with its fixed pieces replaced by prose, about `target_tokens` long."""
+def _slots(text: str) -> dict[str, tuple[float, list[str]]]:
     rest = text.replace(REASONING, "")  # its "Tokyo" is no argument
     present = {s: v for s, v in _SLOTS.items() if s in (text if s == REASONING else rest)}
-    if not present:
-        present = {m: (1.0, _PROSE) for m in dict.fromkeys(_SENTENCE.findall(text))}
+    return present or {m: (1.0, _PROSE) for m in dict.fromkeys(_SENTENCE.findall(text))}
+
+
+def growable(text: str) -> bool:
+    """Has `text` a piece `grow_entry` can replace with prose?"""
+    return bool(_slots(text))
+
+
+def grow_entry(text: str, target_tokens: int, count: Callable[[str], int]) -> str:
+    """`text` with its fixed pieces replaced by prose, about `target_tokens` long."""
+    present = _slots(text)
     missing = target_tokens - count(text)
     if not present or missing <= 0:
         return text

@@ -46,7 +46,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.family_outputs import ARG, CONTENT, LEAD, REASONING, FamilyOutput, grow_entry, pick_entry  # noqa: E402
+from bench.family_outputs import (  # noqa: E402
+    ARG,
+    CONTENT,
+    LEAD,
+    REASONING,
+    FamilyOutput,
+    grow_entry,
+    growable,
+    pick_entry,
+)
 from parsers import ChatOptions, ChatParser, DetokState, IncrementalDetokenizer  # noqa: E402
 from parsers._errors import ParserError  # noqa: E402
 from parsers.registry import (  # noqa: E402
@@ -279,7 +288,10 @@ def family_output(kind: str, name: str, bundle, chat: ChatParser, tokens: int) -
         text = entry["text"]
         result = chat.parse(text, REQUEST_ID, bundle.encode(entry.get("prompt") or ""))
         wanted = len(result.tool_calls) if kind == "tool" else len(result.reasoning or "")
-        return (wanted > 0, *(piece in text for piece in (REASONING, CONTENT, LEAD, ARG)), len(text))
+        # (an entry the prose can grow first: a family whose corpus has none of the fixed
+        # pieces, e.g. Muse's, grows through a sentence between tags)
+        return (wanted > 0, growable(text), *(piece in text for piece in (REASONING, CONTENT, LEAD, ARG)),
+                len(text))
 
     if name in ("openai", "openai_gptoss"):
         return FamilyOutput("harmony", build_harmony_output(tokens, bundle.tokenizer), HARMONY_PROMPT)
