@@ -77,12 +77,22 @@ def chat_to_message(chat: dict[str, Any]) -> dict[str, Any]:
     for call in calls:
         content.append({"type": "tool_use", "id": call["id"], "name": call["function"]["name"],
                         "input": json.loads(call["function"]["arguments"])})
-    return {
+    message_body = {
         "id": chat["id"], "type": "message", "role": "assistant",
         "content": content or [{"type": "text", "text": ""}],
         "model": chat["model"], "stop_reason": stop_reason, "stop_sequence": stop_sequence,
         "usage": anthropic_usage(chat.get("usage")),
     }  # fmt: skip
+    return _without_nones(message_body)
+
+
+def _without_nones(value: Any) -> Any:
+    """vLLM writes the batch message with `model_dump(exclude_none=True)`."""
+    if isinstance(value, dict):
+        return {key: _without_nones(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [_without_nones(item) for item in value]
+    return value
 
 
 def _event(name: str, data: dict[str, Any]) -> bytes:

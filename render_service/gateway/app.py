@@ -33,7 +33,7 @@ from render_service.gateway.codec import Codec, InProcessCodec
 from render_service.gateway.config import GatewayConfig
 from render_service.gateway.continuation import CONVERSATION_HEADER
 from render_service.gateway.gateway import ClientFactory, Gateway, StreamResult
-from render_service.gateway.responses_api import chat_to_response, response_events
+from render_service.gateway.responses_api import chat_to_response, response_events, sampling_echo
 from render_service.http.bodies import json_response, read_json_object, version_body
 from render_service.http.errors import install_error_handlers, log_client_error
 from render_service.http.media_fetch import MediaFetcher
@@ -99,15 +99,19 @@ def _add_generation_routes(app: FastAPI, gateway: Gateway) -> None:
         body = await read_json_object(request)
         responses_request, chat_body = await _off_loop(
             gateway, gateway.codec.responses_chat_body, body)  # type: ignore[attr-defined]
+        rendered: list[dict[str, Any]] = []
         try:
             result = await until_disconnect(
                 request.receive, gateway.handle("chat", chat_body, request.headers.get("x-request-id"),
-                                              request.headers.get(CONVERSATION_HEADER)))
+                                                request.headers.get(CONVERSATION_HEADER),
+                                                on_rendered=rendered.append))
         except ClientDisconnected:
             return Response(status_code=_CLIENT_GONE)
+        sampling = sampling_echo(rendered[0])
         if isinstance(result, StreamResult):
-            return SSEResponse(response_events(responses_request, chat_body, result.body), on_close=result.close)
-        return json_response(chat_to_response(responses_request, chat_body, result))
+            return SSEResponse(response_events(responses_request, chat_body, sampling, result.body),
+                               on_close=result.close)
+        return json_response(chat_to_response(responses_request, sampling, result))
 
     @app.post("/v1/messages/count_tokens")
     async def count_tokens(request: Request) -> Response:

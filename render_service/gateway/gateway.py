@@ -177,9 +177,12 @@ class Gateway:
 
     # -- requests ----------------------------------------------------------------------------
     async def handle(self, endpoint: str, body: dict[str, Any], request_id_header: str | None,
-                     conversation_header: str | None = None) -> dict[str, Any] | StreamResult:
+                     conversation_header: str | None = None,
+                     on_rendered: Callable[[dict[str, Any]], None] | None = None
+                     ) -> dict[str, Any] | StreamResult:
         """`conversation_header`: X-Conversation-ID (multi-turn P/D; the body's
-        `conversation_id` field says the same)."""
+        `conversation_id` field says the same). `on_rendered` sees the first rendered
+        GenerateRequest (the Responses API echoes its resolved sampling parameters)."""
         self.admission.enter()
         ctx = RequestContext(endpoint, body, request_id_header)
         handed_over = False
@@ -187,6 +190,8 @@ class Gateway:
             if self.conversations is not None:
                 ctx.conversation_id = conversation_id(body, conversation_header)
             await self.render.run(ctx)
+            if on_rendered is not None:
+                on_rendered(ctx.legs[0].rendered)
             ctx.options.check()
             if self.conversations is not None:
                 self.conversations.plan(ctx)

@@ -21,17 +21,62 @@ import orjson
 from render_service.gateway.anthropic import chat_sse_objects
 from render_service.protocol import random_uuid
 
-__all__ = ["chat_to_response", "response_events"]
+__all__ = ["chat_to_response", "response_events", "sampling_echo"]
+
+
+# vLLM 0.33 dumps the response with `model_dump(mode="json", by_alias=True)`: every field of
+# the openai SDK types it echoes is written, null when unset, in the types' field order.
+_FUNCTION_TOOL_FIELDS = ("name", "parameters", "strict", "type", "allowed_callers", "async",
+                         "defer_loading", "description", "output_schema")
+_REASONING_FIELDS = ("context", "effort", "generate_summary", "mode", "summary")
+_TEXT_FIELDS = ("format", "verbosity")
+_TEXT_FORMAT_FIELDS = {"json_schema": ("name", "schema", "type", "description", "strict")}
+_TOOL_CHOICE_FIELDS = {"function": ("name", "type")}
+# SamplingParams JSON omits a value equal to its dataclass default.
+_SAMPLING_DEFAULTS = {"temperature": 1.0, "top_p": 1.0, "max_tokens": 16, "presence_penalty": 0.0,
+                      "frequency_penalty": 0.0, "logprobs": None}
+
+
+def _shaped(value: dict[str, Any] | None, fields: tuple[str, ...]) -> dict[str, Any] | None:
+    return None if value is None else {name: value.get(name) for name in fields}
+
+
+def _tool_echo(tool: dict[str, Any]) -> dict[str, Any]:
+    return _shaped(tool, _FUNCTION_TOOL_FIELDS) if tool.get("type") == "function" else tool  # type: ignore[return-value]
+
+
+def _text_echo(text: dict[str, Any] | None) -> dict[str, Any] | None:
+    shaped = _shaped(text, _TEXT_FIELDS)
+    fmt = shaped and shaped["format"]
+    if isinstance(fmt, dict) and fmt.get("type") in _TEXT_FORMAT_FIELDS:
+        shaped["format"] = _shaped(fmt, _TEXT_FORMAT_FIELDS[fmt["type"]])  # type: ignore[index]
+    return shaped
+
+
+def _cache_options_echo(options: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if options is None else {k: v for k, v in options.items() if k != "prewarm"}
+
+
+def _choice_echo(choice: Any) -> Any:
+    if isinstance(choice, dict) and choice.get("type") in _TOOL_CHOICE_FIELDS:
+        return _shaped(choice, _TOOL_CHOICE_FIELDS[choice["type"]])
+    return choice
 
 
 def _usage(usage: dict[str, Any] | None) -> dict[str, Any] | None:
+    """vLLM's ResponseUsage. The engine's generate answer carries no cached-prompt count, so
+    `cached_tokens` is what the chat usage reports (README "Known differences")."""
     if usage is None:
         return None
     prompt, completion = usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0
     cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
     reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
-    return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached},
-            "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": reasoning},
+    return {"input_tokens": prompt,
+            "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0,
+                                     "input_tokens_per_turn": [], "cached_tokens_per_turn": []},
+            "output_tokens": completion,
+            "output_tokens_details": {"reasoning_tokens": reasoning, "tool_output_tokens": 0,
+                                      "output_tokens_per_turn": [], "tool_output_tokens_per_turn": []},
             "total_tokens": prompt + completion}  # fmt: skip
 
 
@@ -39,26 +84,39 @@ def _item_status(finish: str | None) -> str:
     return "incomplete" if finish == "length" else "completed"
 
 
-def _envelope(request: dict[str, Any], chat_body: dict[str, Any], model: str, status: str,
+def sampling_echo(rendered: dict[str, Any]) -> dict[str, Any]:
+    """The resolved sampling values `ResponsesResponse.from_request` echoes, from the render."""
+    sampling = rendered.get("sampling_params") or {}
+    return {key: sampling.get(key, default) for key, default in _SAMPLING_DEFAULTS.items()}
+
+
+def _envelope(request: dict[str, Any], sampling: dict[str, Any], model: str, status: str,
               output: list[dict[str, Any]], usage: dict[str, Any] | None, created: int) -> dict[str, Any]:
-    """vLLM `ResponsesResponse.from_request` (sampling fields as the request resolved them)."""
+    """vLLM 0.33 `ResponsesResponse.from_request`, in its field order."""
     return {
         "id": request["request_id"], "created_at": created,
         "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
         "instructions": request.get("instructions"), "metadata": request.get("metadata"), "model": model,
         "object": "response", "output": output,
         "parallel_tool_calls": True if request.get("parallel_tool_calls") is None else request["parallel_tool_calls"],
-        "temperature": chat_body.get("temperature"), "tool_choice": request.get("tool_choice"),
-        "tools": request.get("tools", []), "top_p": chat_body.get("top_p"),
-        "background": request.get("background"), "max_output_tokens": request.get("max_output_tokens"),
+        "temperature": sampling["temperature"], "tool_choice": _choice_echo(request.get("tool_choice")),
+        "tools": [_tool_echo(tool) for tool in request.get("tools", [])], "top_p": sampling["top_p"],
+        "background": request.get("background"), "max_output_tokens": sampling["max_tokens"],
         "max_tool_calls": request.get("max_tool_calls"), "previous_response_id": None, "prompt": None,
-        "reasoning": request.get("reasoning"), "service_tier": request.get("service_tier"), "status": status,
-        "text": request.get("text"), "top_logprobs": request.get("top_logprobs"),
+        "prompt_cache_options": _cache_options_echo(request.get("prompt_cache_options")),
+        "prompt_cache_key": request.get("prompt_cache_key"),
+        "prompt_cache_retention": request.get("prompt_cache_retention"),
+        "reasoning": _shaped(request.get("reasoning"), _REASONING_FIELDS),
+        "safety_identifier": request.get("safety_identifier"),
+        "service_tier": request.get("service_tier"), "status": status,
+        "text": _text_echo(request.get("text")), "top_logprobs": sampling["logprobs"],
         "truncation": request.get("truncation"), "usage": usage, "user": request.get("user"),
+        "presence_penalty": sampling["presence_penalty"], "frequency_penalty": sampling["frequency_penalty"],
+        "kv_transfer_params": None, "ec_transfer_params": None, "input_messages": None, "output_messages": None,
     }  # fmt: skip
 
 
-def chat_to_response(request: dict[str, Any], chat_body: dict[str, Any], chat: dict[str, Any]) -> dict[str, Any]:
+def chat_to_response(request: dict[str, Any], sampling: dict[str, Any], chat: dict[str, Any]) -> dict[str, Any]:
     choice = chat["choices"][0]
     message, finish = choice["message"], choice.get("finish_reason")
     last_status = _item_status(finish)
@@ -73,7 +131,7 @@ def chat_to_response(request: dict[str, Any], chat_body: dict[str, Any], chat: d
         output.append(_call_item(f"fc_{random_uuid()}", call["id"], call["function"]["name"],
                                  call["function"]["arguments"], status))
     status = "incomplete" if finish == "length" else "completed"
-    return _envelope(request, chat_body, chat["model"], status, output, _usage(chat.get("usage")), chat["created"])
+    return _envelope(request, sampling, chat["model"], status, output, _usage(chat.get("usage")), chat["created"])
 
 
 def _reasoning_item(item_id: str, text: str, status: str | None = None) -> dict[str, Any]:
@@ -82,82 +140,108 @@ def _reasoning_item(item_id: str, text: str, status: str | None = None) -> dict[
 
 
 def _message_item(item_id: str, text: str, status: str) -> dict[str, Any]:
-    return {"id": item_id, "content": [_text_part(text)], "role": "assistant", "status": status, "type": "message"}
+    return {"id": item_id, "content": [_text_part(text)], "role": "assistant", "status": status, "type": "message",
+            "phase": None}
 
 
-def _text_part(text: str) -> dict[str, Any]:
-    return {"annotations": [], "text": text, "type": "output_text", "logprobs": None}
+def _text_part(text: str, logprobs: list[Any] | None = None) -> dict[str, Any]:
+    return {"annotations": [], "text": text, "type": "output_text", "logprobs": logprobs}
 
 
 def _call_item(item_id: str, call_id: str, name: str, arguments: str, status: str) -> dict[str, Any]:
     return {"arguments": arguments, "call_id": call_id, "name": name, "type": "function_call",
-            "id": item_id, "status": status}
+            "id": item_id, "async": None, "caller": None, "namespace": None, "status": status}
 
 
 class _Events:
+    """vLLM 0.33's `SimpleStreamingEventProcessor`: one open item (reasoning, message or
+    function call); a delta of another kind, or another call index, closes it and opens the
+    next. Events are the openai SDK types' dumps, every field written."""
+
     def __init__(self) -> None:
         self.sequence = 0
-        self.output_index = -1
+        self.output_index = 0
         self.kind: str | None = None
-        self.item: dict[str, Any] = {}
+        self.item_id = ""
+        self.call: dict[str, Any] = {}
         self.text: list[str] = []
         self.done_items: list[dict[str, Any]] = []
 
     def event(self, event_type: str, **fields: Any) -> bytes:
-        data = {"type": event_type, "sequence_number": self.sequence, **fields}
+        data = {**fields, "sequence_number": self.sequence, "type": event_type}
         self.sequence += 1
         return b"event: " + event_type.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
 
-    def open(self, kind: str, item: dict[str, Any]) -> list[bytes]:
-        events = self.close("completed")
-        self.output_index += 1
-        self.kind, self.item, self.text = kind, item, []
-        events.append(self.event("response.output_item.added", output_index=self.output_index, item=item))
+    def _added(self, item: dict[str, Any]) -> bytes:
+        return self.event("response.output_item.added", item=item, output_index=self.output_index)
+
+    def _part(self, event_type: str, part: dict[str, Any]) -> bytes:
+        return self.event(event_type, content_index=0, item_id=self.item_id, output_index=self.output_index,
+                          part=part)
+
+    def open(self, kind: str, call: dict[str, Any] | None = None) -> list[bytes]:
+        self.kind, self.text = kind, []
+        if kind == "reasoning":
+            self.item_id = f"rs_{random_uuid()}"
+            return [self._added({"id": self.item_id, "summary": [], "type": "reasoning", "content": None,
+                                 "encrypted_content": None, "status": "in_progress"}),
+                    self._part("response.content_part.added", {"text": "", "type": "reasoning_text"})]
         if kind == "message":
-            events.append(self.event("response.content_part.added", item_id=item["id"],
-                                     output_index=self.output_index, content_index=0, part=_text_part("")))
-        elif kind == "reasoning":
-            events.append(self.event("response.content_part.added", item_id=item["id"], output_index=self.output_index,
-                                     content_index=0, part={"text": "", "type": "reasoning_text"}))
-        return events
+            self.item_id = f"msg_{random_uuid()}"
+            return [self._added({"id": self.item_id, "content": [], "role": "assistant", "status": "in_progress",
+                                 "type": "message", "phase": None}),
+                    self._part("response.content_part.added", _text_part("", []))]
+        assert call is not None
+        self.item_id, self.call = f"fc_{random_uuid()}", call
+        # vLLM builds a ResponseFunctionToolCallItem, but the event's `item` field is typed as
+        # the output-item union, which pydantic dumps as ResponseFunctionToolCall (no created_by).
+        return [self._added(_call_item(self.item_id, call["id"], call["name"], "", "in_progress"))]
 
     def close(self, status: str) -> list[bytes]:
         if self.kind is None:
             return []
-        text, item_id, index = "".join(self.text), self.item["id"], self.output_index
-        events: list[bytes] = []
-        if self.kind == "message":
-            events.append(self.event("response.output_text.done", item_id=item_id, output_index=index,
-                                     content_index=0, text=text, logprobs=[]))
-            events.append(self.event("response.content_part.done", item_id=item_id, output_index=index,
-                                     content_index=0, part=_text_part(text)))
-            item = _message_item(item_id, text, status)
-        elif self.kind == "reasoning":
-            events.append(self.event("response.reasoning_text.done", item_id=item_id, output_index=index,
-                                     content_index=0, text=text))
-            events.append(self.event("response.content_part.done", item_id=item_id, output_index=index,
-                                     content_index=0, part={"text": text, "type": "reasoning_text"}))
-            item = _reasoning_item(item_id, text)
-        else:
-            events.append(self.event("response.function_call_arguments.done", item_id=item_id, output_index=index,
-                                     arguments=text, name=self.item["name"]))
-            item = _call_item(item_id, self.item["call_id"], self.item["name"], text, status)
-        events.append(self.event("response.output_item.done", output_index=index, item=item))
-        self.done_items.append(item)
+        text = "".join(self.text)
+        events = getattr(self, f"_close_{self.kind}")(text, status)
+        self.done_items.append(events[-1][1])
         self.kind = None
-        return events
+        self.output_index += 1
+        return [event for event, _ in events]
+
+    def _done(self, item: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
+        return self.event("response.output_item.done", item=item, output_index=self.output_index), item
+
+    def _close_reasoning(self, text: str, status: str) -> list[tuple[bytes, Any]]:
+        part = {"text": text, "type": "reasoning_text"}
+        return [(self.event("response.reasoning_text.done", content_index=0, item_id=self.item_id,
+                            output_index=self.output_index, text=text), None),
+                (self._part("response.content_part.done", part), None),
+                self._done({"id": self.item_id, "summary": [], "type": "reasoning", "content": [part],
+                            "encrypted_content": None, "status": status})]
+
+    def _close_message(self, text: str, status: str) -> list[tuple[bytes, Any]]:
+        part = _text_part(text)
+        return [(self.event("response.output_text.done", content_index=0, item_id=self.item_id, logprobs=[],
+                            output_index=self.output_index, text=text), None),
+                (self._part("response.content_part.done", part), None),
+                self._done({"id": self.item_id, "content": [part] if text else [], "role": "assistant",
+                            "status": status, "type": "message", "phase": None})]
+
+    def _close_function_call(self, text: str, status: str) -> list[tuple[bytes, Any]]:
+        return [(self.event("response.function_call_arguments.done", arguments=text, item_id=self.item_id,
+                            output_index=self.output_index, name=self.call["name"]), None),
+                self._done(_call_item(self.item_id, self.call["id"], self.call["name"], text, status))]
 
     def delta(self, text: str) -> bytes:
         self.text.append(text)
-        event_type = {"message": "response.output_text.delta", "reasoning": "response.reasoning_text.delta",
-                "function_call": "response.function_call_arguments.delta"}[self.kind or "message"]
-        extra: dict[str, Any] = {"content_index": 0} if self.kind != "function_call" else {}
+        common = {"item_id": self.item_id, "output_index": self.output_index}
         if self.kind == "message":
-            extra["logprobs"] = []
-        return self.event(event_type, item_id=self.item["id"], output_index=self.output_index, delta=text, **extra)
+            return self.event("response.output_text.delta", content_index=0, delta=text, logprobs=[], **common)
+        if self.kind == "reasoning":
+            return self.event("response.reasoning_text.delta", content_index=0, delta=text, **common)
+        return self.event("response.function_call_arguments.delta", delta=text, **common)
 
 
-async def response_events(request: dict[str, Any], chat_body: dict[str, Any],
+async def response_events(request: dict[str, Any], chat_body: dict[str, Any], sampling: dict[str, Any],
                           body: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
     """A chat completion SSE stream as Responses streaming events."""
     events = _Events()
@@ -174,7 +258,7 @@ async def response_events(request: dict[str, Any], chat_body: dict[str, Any],
         if not started:
             started = True
             model = chunk.get("model") or model
-            shell = _envelope(request, chat_body, model, "in_progress", [], None, created)
+            shell = _envelope(request, sampling, model, "in_progress", [], None, created)
             yield events.event("response.created", response=shell)
             yield events.event("response.in_progress", response=shell)
         if chunk.get("usage") and not chunk.get("choices"):
@@ -186,25 +270,33 @@ async def response_events(request: dict[str, Any], chat_body: dict[str, Any],
     for piece in events.close(_item_status(finish)):
         yield piece
     status = "incomplete" if finish == "length" else "completed"
-    final = _envelope(request, chat_body, model, status, events.done_items, _usage(usage), created)
+    final = _envelope(request, sampling, model, status, events.done_items, _usage(usage), created)
     yield events.event("response.completed" if status == "completed" else "response.incomplete", response=final)
 
 
 def _choice_events(delta: dict[str, Any], events: _Events) -> list[bytes]:
+    """vLLM's `split_delta` (reasoning, content, then calls by index) and its transitions."""
     out: list[bytes] = []
-    if delta.get("reasoning"):
-        if events.kind != "reasoning":
-            out += events.open("reasoning", _reasoning_item(f"rs_{random_uuid()}", "", None))
+    if delta.get("reasoning") is not None:
+        out += _switch(events, "reasoning")
         out.append(events.delta(delta["reasoning"]))
     if delta.get("content"):
-        if events.kind != "message":
-            out += events.open("message", _message_item(f"msg_{random_uuid()}", "", "in_progress"))
+        out += _switch(events, "message")
         out.append(events.delta(delta["content"]))
     for call in delta.get("tool_calls") or []:
-        function = call.get("function") or {}
-        if call.get("id") is not None and function.get("name") is not None:
-            out += events.open("function_call", _call_item(f"fc_{random_uuid()}", call["id"], function["name"], "",
-                                                           "in_progress"))
-        if function.get("arguments") and events.kind == "function_call":
+        function = call.get("function")
+        if function is None:
+            continue
+        index = call.get("index", 0)
+        if events.kind != "function_call" or events.call.get("index") != index:
+            out += events.close("completed")
+            out += events.open("function_call", {"index": index, "id": call.get("id"), "name": function.get("name")})
+        if function.get("arguments"):
             out.append(events.delta(function["arguments"]))
     return out
+
+
+def _switch(events: _Events, kind: str) -> list[bytes]:
+    if events.kind == kind:
+        return []
+    return [*events.close("completed"), *events.open(kind)]

@@ -33,6 +33,15 @@ class ResponsesReasoning(OpenAIBaseModel):
     summary: str | None = None
 
 
+class PromptCacheOptions(OpenAIBaseModel):
+    """Accepted and echoed (without the request-only `prewarm`); vLLM does not act on it."""
+
+    mode: Literal["implicit", "explicit"] = "implicit"
+    ttl: Literal["30m"] = "30m"
+    comparison_response_id: str | None = None
+    prewarm: bool | None = None
+
+
 class ResponsesTextConfig(OpenAIBaseModel):
     format: dict[str, Any] | None = None
 
@@ -50,6 +59,11 @@ class ResponsesRequest(OpenAIBaseModel):
     parallel_tool_calls: bool | None = True
     previous_response_id: str | None = None
     prompt: dict[str, Any] | None = None
+    # Echoed in the response; vLLM does not act on them.
+    prompt_cache_key: str | None = None
+    prompt_cache_options: PromptCacheOptions | None = None
+    prompt_cache_retention: Literal["in_memory", "24h"] | None = None
+    safety_identifier: str | None = None
     reasoning: ResponsesReasoning | None = None
     include_reasoning: bool = True
     service_tier: Literal["auto", "default", "flex", "scale", "priority"] = "auto"
@@ -89,6 +103,11 @@ class ResponsesRequest(OpenAIBaseModel):
     kv_transfer_params: dict[str, Any] | None = None
     ec_transfer_params: dict[str, Any] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
+
+    @field_validator("prompt_cache_retention", mode="before")
+    @classmethod
+    def _retention_spelling(cls, value: object) -> object:
+        return "in_memory" if value == "in-memory" else value  # older SDKs' spelling
 
     @field_validator("tool_choice")
     @classmethod
