@@ -83,7 +83,7 @@ def chat_to_message(chat: dict[str, Any]) -> dict[str, Any]:
         "model": chat["model"], "stop_reason": stop_reason, "stop_sequence": stop_sequence,
         "usage": anthropic_usage(chat.get("usage")),
     }  # fmt: skip
-    return _without_nones(message_body)
+    return {key: _without_nones(value) for key, value in message_body.items() if value is not None}
 
 
 def _without_nones(value: Any) -> Any:
