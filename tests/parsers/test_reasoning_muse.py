@@ -161,9 +161,12 @@ def test_muse_reasoning_state_stays_small() -> None:
 
 @pytest.mark.parametrize("header", ["", R + msg("user", "ans", "<|eot|>")])
 def test_muse_reasoning_state_small_before_the_first_header(bundle, header: str) -> None:  # noqa: ANN001
-    """~20k characters before any header, one token per chunk: they are never held (the
-    largest state stays under 2 KB), and stream as content."""
-    parser = MuseReasoningParser(bundle.tokenizer)
+    assert_pre_header_not_held(MuseReasoningParser(bundle.tokenizer), bundle, header)
+
+
+def assert_pre_header_not_held(parser: ReasoningParser, bundle: TokenizerBundle, header: str) -> None:
+    """~20k characters before any header, one token per chunk with the state round-tripped:
+    they are never held (the largest state stays under 2 KB), and stream as content."""
     pre = "Some text before any header, <|eom|> to= t <| and on. " * 380
     text = pre + header
     assert len(pre) > 20000

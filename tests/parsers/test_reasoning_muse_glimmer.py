@@ -20,7 +20,7 @@ from parsers.registry import get_reasoning_parser, get_tool_parser
 from .family_check import check_chunking
 from .family_oracle import family_cases, vllm_family
 from .family_tokenizers import family_tokenizer
-from .test_reasoning_muse import assert_counts_and_composed
+from .test_reasoning_muse import assert_counts_and_composed, assert_pre_header_not_held
 from .tools.engine_family_support import family_cases_for, reasoning_mismatches
 from .tools.test_tool_muse import LONG_VALUES, TOOLS, invoke, msg
 from .tools.test_tool_muse import OWN as TOOL_OWN
@@ -147,19 +147,4 @@ def test_muse_glimmer_reasoning_state_stays_small() -> None:
 
 @pytest.mark.parametrize("header", ["", R + msg("user", "ans", "<|eot|>")])
 def test_muse_glimmer_state_small_before_the_first_header(bundle, header: str) -> None:  # noqa: ANN001
-    """~20k characters before any header, one token per chunk: they are never held (the
-    largest state stays under 2 KB), and stream as content."""
-    parser = MuseGlimmerReasoningParser(bundle.tokenizer)
-    pre = "Some text before any header, <|eom|> to= t <| and on. " * 380
-    text = pre + header
-    assert len(pre) > 20000
-    state, biggest, content = parser.initial_state(), 0, []
-    for piece in bundle.pieces(text):
-        state, events = parser.feed(state, piece)
-        state = type(state).from_json(json.loads(json.dumps(state.to_json())))
-        content += [e.text for e in events if type(e).__name__ == "ContentDelta"]
-        biggest = max(biggest, len(json.dumps(state.to_json())))
-    state, events = parser.finish(state)
-    content += [e.text for e in events if type(e).__name__ == "ContentDelta"]
-    assert biggest < 2048, biggest
-    assert "".join(content) == parser.parse(text).content == pre + (" ans" if header else "")
+    assert_pre_header_not_held(MuseGlimmerReasoningParser(bundle.tokenizer), bundle, header)

@@ -279,6 +279,21 @@ def stream_long_value(parser: ToolParser, head: str, pieces: Sequence[str]) -> t
     return state, largest, sent
 
 
+def stream_args(parser: ToolParser, pieces: Sequence[str]) -> tuple[str, int]:
+    """Feed each piece with the state JSON round-tripped at every chunk, then finish: (the
+    argument text sent, the largest serialised state in bytes)."""
+    from parsers._events import ToolArgsDelta
+
+    state, largest, sent = parser.initial_state(), 0, []
+    for piece in pieces:
+        state, events = parser.feed(state, piece, "r")
+        state = type(state).from_json(json.loads(json.dumps(state.to_json())))
+        sent += [e.text for e in events if isinstance(e, ToolArgsDelta)]
+        largest = max(largest, len(json.dumps(state.to_json())))
+    _, events = parser.finish(state, "r")
+    return "".join(sent + [e.text for e in events if isinstance(e, ToolArgsDelta)]), largest
+
+
 def ref_python() -> Path:
     venv = Path(os.environ.get("RS_VLLM_REF_VENV", Path(__file__).parents[3] / ".cache" / "vllm-ref"))
     python = venv / "bin" / "python"
