@@ -20,18 +20,24 @@ vLLM's batch, reproduced:
 * content: what is not a call, stripped when a `<function` occurs (verbatim otherwise), then
   only what follows `</think>`; None when a call is returned.
 
-Streaming: each block is held to its `</function>` (its name, keys and the tool's required
-set are only known to be valid, or aliased, then), so a call is sent whole; the hold is bounded
-by the tool-call limit. Content streams; a `<think>` opening the output is dropped up to its
-`</think>` (and the blanks after it); text after the first call is dropped (vLLM's content is
-None then). Divergences from vLLM's batch (tests name each), where it looks at the whole
-output: content sent before the first call stays (`content_before_call`); leading blanks before
-text are kept when a `<function` comes only later; an unclosed leading `<think>`, or one with
-nothing after it, is dropped where vLLM returns it (it would have to be held); a blank run
-over MAX_HELD_CHARS is sent, not held for stripping; a `</think>`
-not opening the output, or a second one, does not take back the text before it; a value
-`json.dumps` refuses (a set, bytes) drops its call where vLLM returns the whole output as
-content. An empty output has no content (None, vLLM '').
+Streaming: a block whose `<function name="...">` tag is plain and names one of the request's
+tools streams as its call from that tag (parsers/tools/_minicpm5_block.py: string values as
+fragments, typed values and wrappers held to their `</param>`, the XML reading while the
+block stays in the plain form); any other block (an alias or unknown name, an unusual tag) is
+held to its `</function>` as vLLM reads it, bounded by the tool-call limit. Content streams; a
+`<think>` opening the output is dropped up to its `</think>` (and the blanks after it); text
+after the first call is dropped (vLLM's content is None then). Divergences from vLLM's batch
+(tests name each), where it looks at the whole output: a streamed call stays a call where
+vLLM drops it (a required key missing; a repeated, nameless or unknown-wrapped parameter; the
+output ending in the block) and a repeated key is written twice; a value's XML reading stays
+where the block later proves not XML, and markup inside a value is read as text; content sent
+before the first call stays (`content_before_call`); leading blanks before text are kept when
+a `<function` comes only later; an unclosed leading `<think>`, or one with nothing after it,
+is dropped where vLLM returns it (it would have to be held); a blank run over MAX_HELD_CHARS
+is sent, not held for stripping; a `</think>` not opening the output, or a second one, does not
+take back the text before it; a value `json.dumps` refuses (a set, bytes) is written as its
+text (a held block: its call is dropped) where vLLM returns the whole output as content. An
+empty output has no content (None, vLLM '').
 
 Composed without a call (vLLM's DelegatingParser keeps the raw output then), the chat parser
 uses `with_raw_without_calls`: content is the text verbatim (no normalisation, thought or
@@ -40,11 +46,9 @@ stripping) until the first call, and dropped after it.
 
 from __future__ import annotations
 
-import ast
 import copy
 import dataclasses
 import json
-import warnings
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any, ClassVar, Self
@@ -57,12 +61,14 @@ from parsers._events import ContentDelta, Event, ToolArgsDelta, ToolCallStart
 from parsers._state import JsonState
 from parsers._text import partial_marker_len
 from parsers.tools._base import MAX_TOOL_CALL_CHARS, assemble
+from parsers.tools._minicpm5_block import BlockReader, BlockState, Tools, decode_or, open_tag_name
 
 __all__ = ["MiniCPM5ToolParser", "MiniCPM5ToolState"]
 
 _OPEN, _CLOSE = "<function", "</function>"
 _THINK, _THINK_END = "<think>", "</think>"
 _COLLAPSED_PARAM = "<paramname="
+_MAX_TAG = 1024  # a `<function` tag longer than this is held whole with its block
 
 _NAME = regex.compile(r"<function\s+name=['\"]([^'\"]+)['\"][^>]*>")
 _PARAM = regex.compile(r"<param\s+name=['\"]([^'\"]+)['\"]>([\s\S]*?)</param>", regex.DOTALL)
@@ -80,13 +86,15 @@ _MODES = (_LEAD, _HEAD, _THOUGHT, _AFTER_THOUGHT, _BODY)
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class MiniCPM5ToolState(JsonState):
-    VERSION = 1
+    VERSION = 2
 
     parser: str
     mode: str = _LEAD
     tail: str = ""  # undecided text: a possible start of a marker
     blanks: str = ""  # whitespace not yet sent (dropped if the output ends there)
-    block: str = ""  # the open `<function...` block, held to its `</function>`
+    block: str = ""  # the open `<function...` tag, or (whole) block held to its `</function>`
+    whole: bool = False  # the held block is parsed at its close (its tag is not streamed)
+    call: BlockState | None = None  # the open block streamed as a call
     seen: bool = False  # a `<function` occurred (content is then stripped)
     n_calls: int = 0
 
@@ -95,54 +103,18 @@ class MiniCPM5ToolState(JsonState):
             raise ValueError("unknown mode or negative count")
         if self.block and not self.block.startswith(_OPEN):
             raise ValueError("a held block starts with <function")
-
-
-class _Tools:
-    """What vLLM's `_build_tool_maps` reads of the request's tools (later tools win)."""
-
-    def __init__(self, tools: list[dict[str, Any]]) -> None:
-        self.props: dict[str, dict[str, Any]] = {}
-        self.required: dict[str, set[Any]] = {}
-        for tool in tools:
-            function = tool.get("function")
-            if not isinstance(function, Mapping) or not function.get("name"):
-                continue
-            name = str(function["name"])
-            params = function.get("parameters") or {}
-            props = params.get("properties", {}) if isinstance(params, Mapping) else {}
-            self.props[name] = dict(props) if isinstance(props, Mapping) else {}
-            required = params.get("required", []) if isinstance(params, Mapping) else []
-            try:
-                self.required[name] = set(required)
-            except TypeError:
-                self.required[name] = set()
-
-    def is_string(self, name: str, key: str) -> bool:
-        schema = self.props.get(name, {}).get(key)
-        return isinstance(schema, Mapping) and schema.get("type") == "string"
+        if self.call is not None and (self.block or self.whole or not self.n_calls):
+            raise ValueError("a streamed call holds no block and is counted")
 
 
 def _normalise(text: str) -> str:
     return text.replace("\u0120", " ").replace("\u010a", "\n")
 
 
-def _decode_or(text: str, failed: Any) -> Any:
-    """vLLM's `_parse_arguments`: JSON, else a Python literal, else `failed`."""
-    try:
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", SyntaxWarning)
-                return ast.literal_eval(text)
-    except Exception:  # noqa: BLE001 - vLLM keeps the text on any failure
-        return failed
-
-
 class _Block:
     """One `<function ...>...</function>` block read as vLLM's `_parse_function_block`."""
 
-    def __init__(self, tools: _Tools) -> None:
+    def __init__(self, tools: Tools) -> None:
         self.tools = tools
         self.name: str | None = None
         self.args: dict[str, Any] = {}
@@ -150,13 +122,13 @@ class _Block:
     def coerce(self, key: str, value: Any) -> Any:
         if self.tools.is_string(self.name or "", key):
             return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        return _decode_or(value, value) if isinstance(value, str) else value
+        return decode_or(value, value) if isinstance(value, str) else value
 
     def add(self, key: str, text: str, seen: set[str]) -> bool:
         """One argument; False if the call is to be dropped."""
         allowed = set(self.tools.props.get(self.name or "", {}))
         if key in ("properties", "arguments") and allowed and key not in allowed:
-            wrapped = _decode_or(text, None)
+            wrapped = decode_or(text, None)
             if not isinstance(wrapped, dict):
                 return False
             added = False
@@ -307,7 +279,8 @@ class MiniCPM5ToolParser(ToolParser):
 
     def __init__(self, vocab: Any, tools: Any = None, *, max_call_chars: int | None = None) -> None:
         super().__init__(vocab, tools, max_call_chars=max_call_chars)
-        self._tools = _Tools(self.tools)
+        self._tools = Tools(self.tools)
+        self._reader = BlockReader(self._tools, self.call_limit)
 
     @property
     def call_limit(self) -> int:
@@ -359,6 +332,8 @@ class _Run:
         self.mode = state.mode
         self.blanks = state.blanks
         self.block = state.block
+        self.whole = state.whole
+        self.call = state.call
         self.seen = state.seen
         self.n_calls = state.n_calls
         self.tail = state.tail
@@ -368,11 +343,14 @@ class _Run:
         buf = self.tail + text
         self.tail = ""
         while buf:
-            buf = self.in_block(buf) if self.block else self.in_content(buf, final)
+            if self.call is not None:
+                buf = self.in_call(buf)
+            else:
+                buf = self.in_block(buf) if self.block else self.in_content(buf, final)
         if final:
             self.end()
         state = MiniCPM5ToolState(self.parser.name, self.mode, self.tail, self.blanks, self.block,
-                                  self.seen, self.n_calls)  # fmt: skip
+                                  self.whole, self.call, self.seen, self.n_calls)  # fmt: skip
         if len(state.block) > self.parser.call_limit:
             raise LimitExceededError(f"{self.parser.name}: a tool call over {self.parser.call_limit} "
                                      "characters (--max-tool-call-chars)")  # fmt: skip
@@ -380,7 +358,30 @@ class _Run:
             raise LimitExceededError(f"{self.parser.name}: held blanks over {MAX_HELD_CHARS} characters")
         return state, self.events
 
+    def in_call(self, buf: str) -> str:
+        assert self.call is not None
+        self.call, text, rest = self.parser._reader.feed(self.call, _normalise(buf))
+        if text:
+            self.events.append(ToolArgsDelta(self.n_calls - 1, text))
+        return rest or ""
+
     def in_block(self, buf: str) -> str:
+        if not self.whole:  # the `<function ...>` tag decides: streamed, or held whole
+            self.block += buf
+            end = self.block.find(">")
+            if end < 0:
+                self.whole = len(self.block) > _MAX_TAG
+                return ""
+            tag, rest = self.block[: end + 1], self.block[end + 1 :]
+            name = open_tag_name(_normalise(tag), self.parser._tools)
+            if name is None:  # an alias or an unknown tool: vLLM reads the whole block
+                self.whole, block, self.block = True, self.block, _OPEN
+                return block[len(_OPEN) :]
+            index = self.n_calls
+            self.n_calls += 1
+            self.events.append(ToolCallStart(index, make_tool_call_id(self.request_id, index), name))
+            self.block, self.call = "", BlockState(name)
+            return rest
         start = max(0, len(self.block) - len(_CLOSE) + 1)
         self.block += buf
         end = self.block.find(_CLOSE, start)
@@ -388,7 +389,7 @@ class _Run:
             return ""
         end += len(_CLOSE)
         block, rest = self.block[:end], self.block[end:]
-        self.block = ""
+        self.block, self.whole = "", False
         call = self.parser.call_of(block)
         if call is None:
             self.text(block)
@@ -469,8 +470,9 @@ class _Run:
             self.mode = _HEAD if self.mode == _LEAD else self.mode
 
     def end(self) -> None:
+        self.call = None  # a streamed call the output cut keeps what it sent
         if self.block:  # a block the output cut: its text is content
-            block, self.block = self.block, ""
+            block, self.block, self.whole = self.block, "", False
             self.text(block)
         if self.tail:
             tail, self.tail = self.tail, ""

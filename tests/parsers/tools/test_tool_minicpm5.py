@@ -1,7 +1,8 @@
 """minicpm5 (vLLM's MiniCPM5XMLToolParser): batch == vLLM 0.33's tool parser on the MiniCPM5
 corpus, hostile variants, vLLM's own test strings (tests/tool_parsers/
 test_minicpm5xml_tool_parser.py) and our cases (one oracle call); streaming == batch on every
-split, the state restored at every boundary; a call is held whole, within the tool-call limit."""
+split, the state restored at every boundary; a call streams from its `<function>` tag with a
+bounded state (its named divergences: a call vLLM would drop stays a call)."""
 
 from __future__ import annotations
 
@@ -159,8 +160,29 @@ DIVERGENCES: dict[str, str] = {
     "own:think_word_later": "a </think> not closing a leading <think>: the text before it streamed",
     "own:think_unclosed": "the unclosed leading thought is dropped, not held; vLLM returns it",
     "own:think_only": "nothing after the thought: None; vLLM returns the thought (it would be held)",
-    "own:set_value": "json.dumps refuses a set: that call is dropped; vLLM makes all output content",
+    "own:set_value": "json.dumps refuses a set: the value is written as its text; vLLM makes all output content",
+    # a call that streamed stays a call (vLLM drops it, its block then content)
+    "vllm:missing_function_end": "a block the output cuts keeps what it sent",
+    "own:cut_in_block": "a block the output cuts keeps what it sent",
+    "vllm:param_missing_name": "a nameless parameter is skipped",
+    "own:regex_nameless": "a nameless parameter is skipped",
+    "vllm:duplicate_param": "a repeated key is written twice",
+    "own:wrapped_duplicate": "a repeated key (here through a wrapper) is written twice",
+    "vllm:case_sensitive": "a required key missing (the key is not the tool's): the call stays",
+    "vllm:extra_not_required": "a required key missing: the call stays",
+    "own:chars_required": "a required set never satisfied: the call stays",
+    "vllm:wrapped_unknown": "a wrapper without a known key writes nothing; the call stays",
+    "own:wrapped_not_object": "a wrapper that is no object writes nothing; the call stays",
+    # the XML reading holds while the block stays in the plain form (module docstring)
+    "own:not_xml_regex": "a value's leading blank streamed before a bare & showed the block "
+                         "is not XML (vLLM's regex reading strips it)",
+    "own:comment_in_value": "markup in a value is read as text (vLLM's XML reading drops a comment)",
+    "own:pi_in_value": "markup in a value is read as text (vLLM's XML reading drops an instruction)",
+    "own:nested_element": "markup in a value is read as text (vLLM's XML reading keeps the text "
+                          "before the element)",
 }
+# Tool-parser divergences the composed parser does not show (it keeps the raw output then).
+TOOL_ALONE_ONLY = {"minicpm5:hostile:empty", "own:think_word_later", "own:think_unclosed", "own:think_only"}
 # Outputs with content before a call (content_before_call): vLLM's batch drops it, ours sent it.
 WITH_CONTENT_BEFORE_CALL = {"openbmb-MiniCPM5-1B:content_then_calls", "vllm:surrounding_text", "vllm:interleaved",
                             "vllm:xxe", "own:invalid_then_valid"}  # fmt: skip
@@ -170,6 +192,12 @@ def content_before_call(ours: tuple[str | None, list[tuple[str, str]]], theirs: 
     """The named divergence's shape: the same calls, vLLM's content None, ours the text
     that streamed before the first call."""
     return not isinstance(theirs, str) and theirs[0] is None and bool(ours[0]) and ours[1] == theirs[1]
+
+
+def cut_call_kept(ours: tuple[str | None, list[tuple[str, str]]], theirs: Any) -> bool:
+    """A cut output's named divergence: vLLM's calls, then the call the cut block streamed
+    (vLLM returns that block as content)."""
+    return not isinstance(theirs, str) and len(ours[1]) == len(theirs[1]) + 1 and ours[1][:-1] == theirs[1]
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +214,7 @@ def parser(bundle) -> MiniCPM5ToolParser:  # noqa: ANN001
 def test_minicpm5_matches_vllm(vllm_ref, bundle, parser: MiniCPM5ToolParser) -> None:  # noqa: ANN001
     cases = family_cases_for(["minicpm5"], OWN)
     _, results = run_oracle(vllm_ref, "minicpm5", cases, TOOLS, bundle=bundle)
-    bad = batch_mismatches(parser, cases, results, DIVERGENCES, cut_divergence=lambda ours, theirs: False)
+    bad = batch_mismatches(parser, cases, results, DIVERGENCES, cut_divergence=cut_call_kept)
     diverged = {n for n, v in bad.items() if isinstance(v, dict) and content_before_call(tuple(v["ours"]), v["vllm"])}
     bad = {n: v for n, v in bad.items() if n not in diverged}
     assert not bad, json.dumps(bad, ensure_ascii=False)[:8000]
@@ -194,10 +222,11 @@ def test_minicpm5_matches_vllm(vllm_ref, bundle, parser: MiniCPM5ToolParser) -> 
     assert own == WITH_CONTENT_BEFORE_CALL, own
     # Composed (no reasoning parser, DelegatingParser): the raw output when no call is made.
     chat = ChatParser(None, parser, ChatOptions(tool_choice="auto", enable_auto_tools=True))
-    composed_divergences = {"own:set_value": DIVERGENCES["own:set_value"]}
+    composed_divergences = {n: r for n, r in DIVERGENCES.items() if n not in TOOL_ALONE_ONLY}
     composed = {n: v for n, v in composed_mismatches(chat, cases, results, bundle, composed_divergences).items()
                 if not (isinstance(v, dict) and v["ours"][0] == v["vllm"][0]
-                        and content_before_call(tuple(v["ours"][1:]), tuple(v["vllm"][1:])))}  # fmt: skip
+                        and (content_before_call(tuple(v["ours"][1:]), tuple(v["vllm"][1:]))
+                             or ":hostile:cut@" in n and cut_call_kept(v["ours"][1:], v["vllm"][1:])))}  # fmt: skip
     assert not composed, json.dumps(composed, ensure_ascii=False)[:8000]
 
 
@@ -233,24 +262,55 @@ def test_minicpm5_corpus_streams_equal_batch(bundle, parser: MiniCPM5ToolParser)
                                                  raw.tool_calls), case["text"]
 
 
-def test_minicpm5_holds_a_call_within_the_limit(parser: MiniCPM5ToolParser) -> None:
+def test_minicpm5_streams_a_call_with_a_bounded_state(parser: MiniCPM5ToolParser) -> None:
+    """The name goes out at the `<function>` tag, a string value as fragments; a typed value
+    is held to its `</param>`, within the tool-call limit."""
     state, events = parser.feed(parser.initial_state(), "Hi " + '<function name="search"><param name="query">', "r")
     assert [e.text for e in events if isinstance(e, ContentDelta)] == ["Hi"]
-    state, events = parser.feed(state, "c" * 5000, "r")
-    assert not events  # the call is held to its </function>
-    state, events = parser.feed(state, "</param></function> dropped", "r")
-    _, tail = parser.finish(state, "r")
     assert [e.name for e in events if isinstance(e, ToolCallStart)] == ["search"]
-    assert "".join(e.text for e in events if isinstance(e, ToolArgsDelta)) == json.dumps({"query": "c" * 5000})
-    assert not tail
+    sent = "".join(e.text for e in events if isinstance(e, ToolArgsDelta))
+    for _ in range(100):
+        state, events = parser.feed(state, "c" * 50, "r")
+        sent += "".join(e.text for e in events if isinstance(e, ToolArgsDelta))
+        assert len(json.dumps(state.to_json())) < 600
+    state, events = parser.feed(state, '</param><param name="score">1e3</param></function> dropped', "r")
+    _, tail = parser.finish(state, "r")
+    sent += "".join(e.text for e in events if isinstance(e, ToolArgsDelta))
+    assert json.loads(sent) == {"query": "c" * 5000, "score": 1000.0} and not tail
     small = MiniCPM5ToolParser(None, TOOLS, max_call_chars=1000)
     with pytest.raises(LimitExceededError):
         small.feed(small.initial_state(), "<function" + "x" * 2000, "r")
+    state, _ = small.feed(small.initial_state(), '<function name="search"><param name="score">', "r")
+    with pytest.raises(LimitExceededError):
+        small.feed(state, "1" * 2000, "r")
     # content and a thought stream with a bounded state
     state = parser.initial_state()
     for _ in range(50):
         state, _ = parser.feed(state, "<think>" if _ == 0 else "reasoning " * 20, "r")
         assert len(json.dumps(state.to_json())) < 1000
+
+
+def test_minicpm5_state_bounded_over_a_long_argument(bundle, parser: MiniCPM5ToolParser) -> None:  # noqa: ANN001
+    """A ~20k-character string argument (plain and in CDATA), one token per chunk with the
+    state round-tripped: the largest state stays under 2 KB."""
+    from parsers.detokenizer import IncrementalDetokenizer
+
+    words = ("the forecast for 東京 says rain, then sun 😀 and wind; " * 400)[:20_000]
+    for value in (words, "<![CDATA[" + words + " <b> & ]]>"):
+        text = "Sure. " + fn("search", p("query", value) + p("score", "2.5"))
+        detok = IncrementalDetokenizer(bundle.tokenizer, bundle.special_ids, skip_special_tokens=False)
+        d_state, state, events, largest = detok.initial_state(), parser.initial_state(), [], 0
+        for token_id in bundle.encode(text):
+            d_state, piece = detok.feed(d_state, [token_id])
+            state = type(state).from_json(json.loads(json.dumps(state.to_json())))
+            state, out = parser.feed(state, piece, "r")
+            events += out
+            largest = max(largest, len(json.dumps(state.to_json(), ensure_ascii=False).encode()))
+        events += parser.finish(state, "r")[1]
+        assert largest < 2048, largest
+        result = assemble(events)
+        assert result == parser.parse(text, "r")
+        assert json.loads(result.tool_calls[0].arguments)["query"] == value.removeprefix("<![CDATA[").removesuffix("]]>")
 
 
 def test_minicpm5_render_keeps_special_tokens_with_tools() -> None:
