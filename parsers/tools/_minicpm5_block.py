@@ -373,36 +373,34 @@ class _Run:
         self._leave_xml()  # markup in a value: read as text from here (the regex reading)
         return at
 
-    def _regex_value(self, buf: str, i: int) -> int:
-        ends = [(at, m) for m in (PARAM_CLOSE, CLOSE) if (at := buf.find(m, i)) >= 0]
+    def _text_until(self, buf: str, i: int, markers: tuple[str, str]) -> tuple[int, str | None]:
+        """Value text up to the first of `markers` (held while partial): (end, marker)."""
+        ends = [(at, m) for m in markers if (at := buf.find(m, i)) >= 0]
         if not ends:
-            keep = partial_marker_len(buf[i:], (PARAM_CLOSE, CLOSE))
+            keep = partial_marker_len(buf[i:], markers)
             self._emit(buf[i : len(buf) - keep])
             self.tail = buf[len(buf) - keep :]
-            return len(buf)
+            return len(buf), None
         at, marker = min(ends)
         self._emit(buf[i:at])
+        return at + len(marker), marker
+
+    def _regex_value(self, buf: str, i: int) -> int:
+        end, marker = self._text_until(buf, i, (PARAM_CLOSE, CLOSE))
         if marker == PARAM_CLOSE:
             self._close_value()
-        else:
+        elif marker == CLOSE:
             self._block_end()
-        return at + len(marker)
+        return end
 
     def _cdata(self, buf: str, i: int) -> int:
-        ends = [(at, m) for m in (CDATA_CLOSE, CLOSE) if (at := buf.find(m, i)) >= 0]
-        if not ends:
-            keep = partial_marker_len(buf[i:], (CDATA_CLOSE, CLOSE))
-            self._emit(buf[i : len(buf) - keep])
-            self.tail = buf[len(buf) - keep :]
-            return len(buf)
-        at, marker = min(ends)
-        self._emit(buf[i:at])
+        end, marker = self._text_until(buf, i, (CDATA_CLOSE, CLOSE))
         if marker == CLOSE:  # vLLM's block ends inside the section: not XML
             self._leave_xml()
             self._block_end()
-        else:
+        elif marker == CDATA_CLOSE:
             self.phase = _VALUE
-        return at + len(marker)
+        return end
 
     def _entity(self, buf: str, at: int, *, write: bool) -> int:
         """An entity reference (XML reading): decoded, held while partial; a bare `&`
