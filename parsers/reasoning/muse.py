@@ -44,8 +44,9 @@ from parsers._errors import LimitExceededError, StateError
 from parsers._events import ContentDelta, Event, ReasoningDelta, push_content
 from parsers._state import JsonState
 from parsers.tools._base import MAX_TOOL_CALL_CHARS
+from parsers.tools.muse import PRE_HEADER_CHARS  # text before the first header held up to this
 
-__all__ = ["MuseReasoningParser", "MuseSpark1xReasoningParser", "MuseReasoningState"]
+__all__ = ["MuseReasoningParser", "MuseSpark1xReasoningParser", "MuseReasoningState", "PRE_HEADER_CHARS"]
 
 # vLLM's header and boundaries, one alternation (searched with partial matching so a possible
 # header or marker at the end of the text is held).
@@ -59,9 +60,6 @@ _R, _C, _D, _T = "r", "c", "d", "t"
 # Phases: before the first header (held; streaming as content once longer than
 # PRE_HEADER_CHARS: "lead"), in a body, after a body's boundary.
 _PRE, _LEAD, _BODY, _GAP = "pre", "lead", "body", "gap"
-# Text before the first header is held up to this many characters (vLLM drops it once a header
-# comes, and returns the whole output as content if none does); past it, it streams as content.
-PRE_HEADER_CHARS = 256
 
 
 def _kind(rcpt: str | None) -> str:

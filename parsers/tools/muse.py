@@ -17,7 +17,8 @@ and `<|start|> assistant`; a body runs to the first `<|eom|>` / `<|eot|>` / `<|s
 header (whose leading horizontal whitespace and `to=RCPT` are not body). Text before the first
 header, after a boundary or after a `<|start|>` is dropped. Content is the bodies of the content
 recipients (Spark: `user`, `commentary`; Glimmer: bare and `user`), or None; an output with no
-`<|message|>` at all is content verbatim (held to its end: only its end says so). Reasoning
+`<|message|>` at all is content verbatim. Only its end says which, so the text before the first
+header is held while short (PRE_HEADER_CHARS); longer, it streams as content and call scope. Reasoning
 bodies are not returned (vLLM's batch has no reasoning here).
 
 Calls: the bodies of the other recipients (not bare, not the non-tool ones), joined with "\\n",
@@ -37,7 +38,9 @@ because the call had streamed: an invoke never closed (the output cut) is kept w
 had, where vLLM drops it; a string value its invoke's end cuts is kept, and so is a longer
 value that had streamed; a repeated parameter is written twice (`json.loads` gives vLLM's
 object); a value over `HOLD_CHARS` that stops being JSON after them (or repeats a key) keeps
-the canonical text it streamed, then its raw text (vLLM: the whole value as a string).
+the canonical text it streamed, then its raw text (vLLM: the whole value as a string); text
+before the first header past PRE_HEADER_CHARS stays content, and its calls calls, when a
+header comes (vLLM drops both).
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ from parsers.tools._args import json_string_body
 from parsers.tools._base import MAX_TOOL_CALL_CHARS, assemble, json_dumps
 from parsers.tools._json_value import JsonValue, JsonValueState
 
-__all__ = ["MuseToolParser", "MuseGlimmerToolParser", "MuseToolState"]
+__all__ = ["MuseToolParser", "MuseGlimmerToolParser", "MuseToolState", "PRE_HEADER_CHARS"]
 
 _MESSAGE = "<|message|>"
 _MARKER = regex.compile(r"<\|message\|>|<\|eom\|>|<\|eot\|>|<\|start\|>")
@@ -80,8 +83,11 @@ _PARAM = regex.compile(
 )
 # Recipient kinds.
 _CONTENT, _TOOL, _DROP = "content", "tool", "drop"
-# Phases: before the first header, in a body, between messages (skipping to the next header).
-_PRE, _BODY, _SKIP = "pre", "body", "skip"
+# Phases: before the first header (held; streaming as content and call scope once longer than
+# PRE_HEADER_CHARS: lead), in a body, between messages (skipping to the next header).
+_PRE, _LEAD, _BODY, _SKIP = "pre", "lead", "body", "skip"
+# Text before the first header held whole (decided as vLLM does) up to this many characters.
+PRE_HEADER_CHARS = 256
 # ATEM scanner modes: outside a call, in an invoke's opening tag, an invoke whose tag names
 # nothing (held to its end), in a call's body, in a string value, in a held value.
 _OUT, _TAG, _WHOLE, _STRING, _HELD = "", "tag", "whole", "string", "held"
@@ -91,12 +97,12 @@ _RCPT_WINDOW = 1024
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class MuseToolState(JsonState):
-    VERSION = 2
+    VERSION = 3
 
     parser: str
     phase: str = _PRE
     kind: str = _DROP  # the current body's recipient kind (phase body)
-    held: str = ""  # pre: the whole output so far; body: an open tail; skip: a recipient window
+    held: str = ""  # pre: the output so far (bounded); body, lead: an open tail; skip: a recipient window
     atem: str = ""  # tool-channel text not yet decided (an open invoke or a prefix of one)
     tool_bodies: int = 0  # tool bodies seen (the next one is joined with "\n")
     n_calls: int = 0
@@ -107,7 +113,7 @@ class MuseToolState(JsonState):
     value: JsonValueState | None = None  # a non-string value's writer (mode held)
 
     def __post_init__(self) -> None:
-        if self.phase not in (_PRE, _BODY, _SKIP) or self.kind not in (_CONTENT, _TOOL, _DROP) \
+        if self.phase not in (_PRE, _LEAD, _BODY, _SKIP) or self.kind not in (_CONTENT, _TOOL, _DROP) \
                 or self.mode not in (_OUT, _TAG, _WHOLE, _BODY, _STRING, _HELD):
             raise ValueError("unknown phase or kind")
         if self.n_calls < 0 or self.tool_bodies < 0:
@@ -199,7 +205,9 @@ class MuseToolParser(ToolParser):
     ) -> tuple[MuseToolState, list[Event]]:
         run = _Run(self, state, request_id)
         buf = state.held + text
-        while True:
+        if run.phase in (_PRE, _LEAD):
+            buf = self._lead(run, buf, final)
+        while run.phase not in (_PRE, _LEAD):
             marker = _MARKER.search(buf)
             if run.phase == _BODY:
                 if marker is None:
@@ -222,14 +230,11 @@ class MuseToolParser(ToolParser):
                 break
             if marker.group() == _MESSAGE:
                 run.open(self._kind(_recipient(buf[: marker.start()])))
-            elif run.phase == _PRE:
-                # Still no header: the text stays whole (content if none ever comes).
-                run.pre_marker(buf[: marker.end()])
             buf = buf[marker.end() :]
         if final:
             run.end(buf)
             buf = ""
-        run.held = run.pre + buf if run.phase == _PRE else buf
+        run.held = buf
         new = MuseToolState(self.name, run.phase, run.kind, run.held, run.atem, run.tool_bodies,
                             run.n_calls, run.mode, run.name, run.key, run.members, run.value)  # fmt: skip
         if len(new.held) + len(new.atem) > self.call_limit:
@@ -240,6 +245,29 @@ class MuseToolParser(ToolParser):
         if new.phase == _BODY and len(new.held) > MAX_HELD_CHARS:
             raise LimitExceededError(f"{self.name}: a held marker tail over {MAX_HELD_CHARS} characters")
         return new, run.events
+
+    def _lead(self, run: _Run, buf: str, final: bool) -> str:
+        """Before the first header: the text to go on with (after the header), or the text
+        held. vLLM drops that text once a header comes, and makes it the content and the
+        calls' scope if none does; so it is held while short, and past PRE_HEADER_CHARS it
+        streams as both (kept when a header comes: a named divergence)."""
+        found = buf.find(_MESSAGE)
+        end = len(buf) if final else _tail_start(_OPEN_TAIL, buf)
+        if found >= 0:
+            end = _tail_start(_HEADER_TAIL, buf[:found])
+        if end > PRE_HEADER_CHARS:
+            run.phase = _LEAD
+        if found < 0 and final and run.phase == _PRE:
+            return buf  # no header at all: `end` makes it content and scope
+        if run.phase == _LEAD:
+            run.lead(buf[:end])
+            buf = buf[end:]
+        if found < 0:
+            return buf
+        if run.phase == _LEAD:
+            run.atem = run.invokes(run.atem, final=True)
+        run.open(self._kind(_recipient(buf[: buf.find(_MESSAGE)])))
+        return buf[buf.find(_MESSAGE) + len(_MESSAGE) :]
 
     # -- calls ------------------------------------------------------------------------
 
@@ -300,16 +328,18 @@ class _Run:
         self.atem, self.tool_bodies, self.n_calls = state.atem, state.tool_bodies, state.n_calls
         self.mode, self.name, self.key, self.members = state.mode, state.name, state.key, state.members
         self.value = state.value
-        self.pre = ""  # phase pre: the output so far is re-read from `held` each time
         self.held = ""
         self.events: list[Event] = []
 
-    def pre_marker(self, text: str) -> None:
-        self.pre += text
+    def lead(self, text: str) -> None:
+        """Text before any header, past PRE_HEADER_CHARS: content and calls' scope."""
+        if text:
+            self.content(text)
+            self.atem = self.invokes(self.atem + text, final=False)
 
     def open(self, kind: str) -> None:
         """A header: the output is framed; its text before the header is dropped."""
-        self.phase, self.kind, self.pre = _BODY, kind, ""
+        self.phase, self.kind = _BODY, kind
         if kind == _TOOL:
             if self.tool_bodies:
                 self.atem += "\n"
@@ -328,10 +358,8 @@ class _Run:
 
     def end(self, rest: str) -> None:
         if self.phase == _PRE:  # no header at all: the whole output is content and scope
-            whole = self.pre + rest
-            self.content(whole)
-            self.invokes(whole, final=True)
-            self.pre = ""
+            self.content(rest)
+            self.invokes(rest, final=True)
             return
         if self.phase == _BODY:
             self.body(rest)

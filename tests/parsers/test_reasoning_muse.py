@@ -22,7 +22,7 @@ from .family_oracle import family_cases, vllm_family
 from .family_tokenizers import family_tokenizer
 from .tokenizers_util import TokenizerBundle
 from .tools.engine_family_support import composed_mismatches, family_cases_for, reasoning_mismatches
-from .tools.test_tool_muse import LONG_VALUES, TOOLS, cut_call_kept, invoke, msg
+from .tools.test_tool_muse import LONG_DIVERGENCES, TOOLS, cut_call_kept, invoke, msg
 from .tools.test_tool_muse import OWN as TOOL_OWN
 
 R = " to=self<|message|>thinking<|eom|>"
@@ -52,8 +52,8 @@ _EARLY = ("a user / commentary / tool message before the first tool message hold
           "(a tool one: dropped)")
 DIVERGENCES: dict[str, str] = {name: _EARLY for name in (
     "r:commentary_before_call", "r:tool_without_atem_before_call",
-)} | {"r:long_text_before_header": "text before the first header longer than PRE_HEADER_CHARS had "
-                                   "streamed as content (vLLM drops it once a header comes)"}
+)} | {name: "text before the first header longer than PRE_HEADER_CHARS had streamed as content (vLLM "
+              "drops it once a header comes)" for name in ("r:long_text_before_header", "own:long_text_before_header")}
 
 
 def _cases() -> dict[str, dict]:
@@ -120,7 +120,8 @@ COMPOSED_DIVERGENCES: dict[str, str] = {
     "own:glimmer_recipients": _ECHO,
     "own:header_ws_and_goto": "whitespace before a `to=` header: vLLM's reasoning split keeps it "
                               "in the body, the tool parser's split of our framed text drops it",
-    **LONG_VALUES,  # the tool side's, through the composition
+    **LONG_DIVERGENCES,  # the tool side's, through the composition
+    "r:long_text_before_header": LONG_DIVERGENCES["own:long_text_before_header"],
 }
 
 

@@ -22,7 +22,7 @@ from .family_oracle import family_cases, vllm_family
 from .family_tokenizers import family_tokenizer
 from .test_reasoning_muse import assert_counts_and_composed, assert_pre_header_not_held
 from .tools.engine_family_support import family_cases_for, reasoning_mismatches
-from .tools.test_tool_muse import LONG_VALUES, TOOLS, invoke, msg
+from .tools.test_tool_muse import LONG_DIVERGENCES, TOOLS, invoke, msg
 from .tools.test_tool_muse import OWN as TOOL_OWN
 
 S = "to=self<|message|>"
@@ -69,7 +69,7 @@ DIVERGENCES: dict[str, str] = {
     "g:user_atem": _EARLY, "own:invoke_in_user_answer": _EARLY, "g:user_then_call": _EARLY,
     **{name: "text before the first header longer than PRE_HEADER_CHARS had streamed as content "
              "(vLLM drops it once a user or self header comes)"
-       for name in ("g:long_text_before_user", "g:long_text_before_self")},
+       for name in ("g:long_text_before_user", "g:long_text_before_self", "own:long_text_before_header")},
 }
 
 
@@ -108,8 +108,11 @@ COMPOSED_DIVERGENCES: dict[str, str] = {
     "own:header_ws_and_goto": _SPLIT, "own:start_cuts_body": _SPLIT,
     **{name: DIVERGENCES[name] for name in (
         "g:empty_self", "g:closed_then_open", "g:self_into_tool", "g:tool_then_self_truncated",
-        "g:long_text_before_self")},  # (before a user header the tool parser drops it, as vLLM)
-    **LONG_VALUES,  # the tool side's, through the composition
+        "g:long_text_before_self", "g:long_text_before_user")},
+    **LONG_DIVERGENCES,  # the tool side's, through the composition
+    # (the remainder's ATEM makes the long text content for vLLM's reasoning parser, and its
+    # tool parser then drops it before the first header; ours streamed it)
+    "g:long_text_then_call": LONG_DIVERGENCES["own:long_text_before_header"],
 }
 
 

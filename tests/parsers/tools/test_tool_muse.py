@@ -15,7 +15,7 @@ import pytest
 from parsers._events import ToolArgsDelta
 from parsers.chat import ChatOptions, ChatParser
 from parsers.registry import get_tool_parser
-from parsers.tools.muse import MuseGlimmerToolParser, MuseToolParser
+from parsers.tools.muse import PRE_HEADER_CHARS, MuseGlimmerToolParser, MuseToolParser
 
 from ..family_tokenizers import family_tokenizer
 from .engine_family_support import (
@@ -83,6 +83,9 @@ OWN: dict[str, str] = {
     "own:open_user_body": " to=user<|message|>the answer is still stream",
     "own:empty_bodies": " to=user<|message|><|eot|>",
     "own:glimmer_recipients": " <|message|>bare" + msg("commentary", invoke("read", path="c")) + msg("developer", "d"),
+    # Text before the first header is held up to PRE_HEADER_CHARS
+    "own:long_unframed_invoke": "plain words <|eom|> " * 20 + invoke("read", path="x", n="[1, 2]"),
+    "own:long_text_before_header": "x" * (PRE_HEADER_CHARS + 1) + " to=user<|message|>answer<|eot|>",
     # Values longer than HOLD_CHARS stream (parsers/tools/_json_value.py)
     "own:long_json_value": R + msg("math.add", invoke("math.add", a="2", extra=json.dumps(
         {"rows": [{"id": i, "name": f"n\u00e9{i}", "ok": i % 2 == 0, "w": i / 4} for i in range(9)]}, indent=1))),
@@ -95,13 +98,15 @@ OWN: dict[str, str] = {
 
 
 CUT = "a call the output cuts is kept, as streamed (vLLM drops an invoke never closed)"
-LONG_VALUES = {
+LONG_DIVERGENCES = {  # (over HOLD_CHARS / PRE_HEADER_CHARS: streamed, not held)
+    "own:long_text_before_header": "text before the first header longer than PRE_HEADER_CHARS had "
+                                   "streamed as content (vLLM drops it once a header comes)",
     "own:long_value_breaks": "a value over HOLD_CHARS that stops being JSON keeps the canonical text it "
                              "streamed, then its raw text (vLLM: the whole value as a string)",
     "own:long_value_cut_by_invoke": "a value over HOLD_CHARS cut by its invoke's end is kept as far as it "
                                     "streamed (vLLM reads no parameter there)",
 }
-DIVERGENCES = {"own:unclosed_invoke": CUT, **LONG_VALUES}
+DIVERGENCES = {"own:unclosed_invoke": CUT, **LONG_DIVERGENCES}
 # The composed batch only (the tool parser alone returns None there too).
 COMPOSED_DIVERGENCES = {**DIVERGENCES, "muse:hostile:empty": "an empty output has no content (None); vLLM returns ''"}
 
@@ -203,3 +208,26 @@ def test_muse_object_argument_streams_with_small_state(bundle, cls) -> None:  # 
     assert biggest < 2048, biggest
     assert args == parser.parse(text, "r").tool_calls[0].arguments
     assert json.loads(args) == {"n": value}
+
+
+@pytest.mark.parametrize(("reasoning", "tool"), [(None, "muse"), ("muse", "muse"), ("muse_glimmer", "muse_glimmer")])
+def test_muse_text_before_the_first_header_is_not_held(bundle, reasoning: str | None, tool: str) -> None:  # noqa: ANN001
+    """~20k characters before any header (tool parser alone and composed), one token per
+    chunk with the state round-tripped: the largest state stays under 2 KB, the text and the
+    call in it stream as content and a call, as our batch has them."""
+    from parsers.registry import get_reasoning_parser
+
+    r_parser = get_reasoning_parser(reasoning)(bundle.tokenizer) if reasoning else None
+    chat = ChatParser(r_parser, get_tool_parser(tool)(bundle.tokenizer, TOOLS),
+                      ChatOptions(tool_choice="auto", enable_auto_tools=True))  # fmt: skip
+    text = "Some text before any header, <|eom|> to= t <| and on. " * 380 + invoke("read", path="p")
+    state, biggest, content, args = chat.initial_state([]), 0, [], []
+    for piece in [*bundle.pieces(text), None]:
+        state, events = chat.finish(state, "r") if piece is None else chat.feed(state, piece, "r")
+        state = type(state).from_json(json.loads(json.dumps(state.to_json())))
+        content += [e.text for e in events if type(e).__name__ == "ContentDelta"]
+        args += [e.text for e in events if isinstance(e, ToolArgsDelta)]
+        biggest = max(biggest, len(json.dumps(state.to_json())))
+    assert biggest < 2048, biggest
+    batch = chat.parse(text, "r")
+    assert ("".join(content) or None, "".join(args)) == (batch.content, batch.tool_calls[0].arguments)
