@@ -133,8 +133,10 @@ def engine_body(leg: Leg, *, stream: bool, request_id: str) -> dict[str, Any]:
 
 def prefill_body(leg: Leg, kv_transfer_params: dict[str, Any] | None = None) -> dict[str, Any]:
     """The prefill leg: one token, non-streaming, KV kept for a remote decoder.
-    `kv_transfer_params`: a conversation's last turn to load (conversations.py)."""
-    body = engine_body(leg, stream=False, request_id=leg.request_id)
+    `kv_transfer_params`: a conversation's last turn to load (conversations.py); that try gets
+    its own request id, so aborting it if it fails never hits the prefill sent after it."""
+    request_id = leg.request_id if kv_transfer_params is None else f"{leg.request_id}-continued"
+    body = engine_body(leg, stream=False, request_id=request_id)
     sampling = dict(body["sampling_params"])
     sampling.pop("min_tokens", None)  # vLLM's proxy: "not supported for P"
     sampling.update(max_tokens=1, n=1)

@@ -184,8 +184,11 @@ async def test_a_failed_prefill_with_the_last_turn_is_sent_again_without_it() ->
     prefilled again with plain params, and the client sees no error."""
     fallbacks = metric("fallbacks_total")
     engines, _ = await two_turns(lambda h, e: e["http://p0"].faults.append(Fault.status(500)))
-    reuse, plain = (c.body["kv_transfer_params"] for c in engines["http://p0"].calls[1:])
-    assert reuse["remote_num_tokens"] > 0 and plain == KV_PREFILL_PARAMS
+    reuse, plain = (c.body for c in engines["http://p0"].calls[1:])
+    assert reuse["kv_transfer_params"]["remote_num_tokens"] > 0
+    assert plain["kv_transfer_params"] == KV_PREFILL_PARAMS
+    # Its own id: the failed try's abort cannot hit the prefill sent after it.
+    assert reuse["request_id"] == plain["request_id"] + "-continued"
     assert metric("fallbacks_total") == fallbacks + 1
 
 
