@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from parsers._state import JsonState
+from parsers._text import partial_marker_len
 from parsers.tools._args import json_string_body
 from parsers.tools._base import json_dumps
 from parsers.tools._coerce import coerce_to_schema_type, coerce_value, schema_types
@@ -205,10 +206,7 @@ class ElementState(JsonState):
 
 def _ns_prefix_at_end(text: str, pos: int) -> int:
     """Where a suffix of text[pos:] that may still grow into NS starts (len(text): none)."""
-    for start in range(max(pos, len(text) - len(NS) + 1), len(text)):
-        if NS.startswith(text[start:]):
-            return start
-    return len(text)
+    return len(text) - partial_marker_len(text[pos:], (NS,))
 
 
 Scan = tuple[ElementState, int]

@@ -1,14 +1,20 @@
 """step3 (vLLM 0.33 Step3ToolParser): `<｜tool_calls_begin｜>` blocks of steptml invoke parts,
 arguments cast by schema type. Differential against vLLM (the tool parser composed alone: with
 the step3 reasoning parser an output without `</think>` is all reasoning) on the Step3 corpus,
-hostile variants and own cases, and stream == batch."""
+hostile variants and own cases, stream == batch, and the call streams (name, then string
+values as fragments) with a bounded state."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from parsers._events import ToolArgsDelta, ToolCallStart
 from parsers.tools import tool_parser_traits
+from parsers.tools.step3 import Step3ToolParser
 
+from ..family_oracle import WEATHER_TOOLS
 from ..family_run import (
     assert_batches_match,
     assert_streams_match_batch,
@@ -50,18 +56,44 @@ CASES = {
     "s:unclosed_param": B + part("get_weather", city="Rome").replace("</steptml:invoke>",
         '<steptml:parameter name="days">4</steptml:invoke>') + E,
     "s:marker_in_content": "The " + CE + " and " + SEP + " markers are text.",
+    "s:params_before_invoke": B + f'{CB}function{SEP}<steptml:parameter name="query">q</steptml:parameter>'
+                              f'<steptml:invoke name="search"></steptml:invoke>{CE}' + E,
+    "s:invoke_in_value": B + f'{CB}function{SEP}<steptml:parameter name="query">a <steptml:invoke name="search">'
+                         f" b</steptml:parameter>{CE}" + E,
+    "s:failed_header_retry": B + part("search").replace("</steptml:invoke>",
+        '<steptml:parameter name="<steptml:parameter name="query">x</steptml:parameter></steptml:invoke>') + E,
+    "s:failed_invoke_retry": B + f'{CB}function{SEP}<steptml:invoke name="<steptml:invoke name="search">{CE}' + E,
+    "s:value_whitespace": B + part("search", query="\n  a \n b  \n\t", filters=" {} ") + E,
+    "s:type_padded": B + part("get_weather", kind=" \n function \n", city="X") + E,
+    "s:type_prefix_only": B + part("get_weather", kind="func", city="X") + E,
+    "s:part_cut_by_begin": "Hi " + B + CB + "function" + SEP + '<steptml:invoke name="search">'
+                           '<steptml:parameter name="query">x</steptml:parameter>' + W + E,
+    "s:part_cut_by_block_end": B + CB + "function" + SEP + '<steptml:invoke name="search">' + E + " tail",
+    "s:value_open_at_end": B + CB + "function" + SEP + '<steptml:invoke name="search">'
+                           '<steptml:parameter name="query"> abc ' + CE + E,
+    "s:long_cut": "Hi " + B + CB + "function" + SEP + '<steptml:invoke name="search">'
+                  '<steptml:parameter name="query">' + "long text " * 500,
 }
 
+# Each: vLLM's batch takes back a call (or a value) that had streamed; ours keeps it.
 DIVERGENCES = {
+    "s:part_cut_by_begin": "a part that ends at the next part's begin keeps its streamed call",
+    "s:part_cut_by_block_end": "a part that ends at the block's end keeps its streamed call",
+    "s:long_cut": "a block the output cuts keeps the call streaming in it (vLLM: all content)",
+    "s:value_open_at_end": "a string value open at its part's end is kept (vLLM drops it)",
+    "s:duplicate_param": "a repeated parameter is written twice (the same object)",
     "leading_ws": "content whitespace before text and a later call had streamed (vLLM strips it)",
-    "block_cut_keeps_calls": "a block cut by the end of the output keeps its completed calls "
-                             "(vLLM's batch: all content; its stream sends them)",
+    "call_kept": "a block cut by the end of the output keeps its streamed calls (vLLM's batch: "
+                 "all content; its stream sends the completed ones)",
 }
 
 
 def classify(theirs: dict, ours: dict) -> set[str]:
-    if not theirs["tool_calls"] and ours["tool_calls"]:
-        return {"block_cut_keeps_calls"}
+    """vLLM's calls are a prefix of ours (its content then is the whole output, ours the text
+    around the block), or the XML families' shapes."""
+    t_calls, o_calls = theirs["tool_calls"], ours["tool_calls"]
+    if len(o_calls) > len(t_calls) and not t_calls and B in (theirs["content"] or ""):
+        return {"call_kept"}
     kinds = xml_params_classify(theirs, ours)
     return kinds if kinds <= {"leading_ws"} else set()
 
@@ -77,9 +109,38 @@ def test_batch_matches_vllm(run):
 
 
 def test_stream_equals_batch_on_every_split(run):
-    # A part is held whole until its end (and the block while no call is decided): the
-    # state holds that call text, nothing already sent.
-    assert_streams_match_batch(run, max_state_bytes=20_000)
+    # Only a part's head, a parameter name, a typed value or a held tail, never a string value.
+    assert_streams_match_batch(run, max_state_bytes=2_000)
+
+
+def test_call_streams_name_then_fragments():
+    """The name goes out at the complete invoke tag, a string value as fragments (leading
+    whitespace dropped, trailing whitespace held), a typed value at its close."""
+    parser = Step3ToolParser(None, WEATHER_TOOLS)
+    head = f'Hi{B}{CB}function{SEP}<steptml:invoke name="get_weather"><steptml:parameter name="city"> Par'
+    state, events = parser.feed(parser.initial_state(), head, "r")
+    assert [type(e).__name__ for e in events] == ["ContentDelta", "ToolCallStart", "ToolArgsDelta"]
+    assert isinstance(events[1], ToolCallStart) and events[1].name == "get_weather"
+    assert [e.text for e in events if isinstance(e, ToolArgsDelta)] == ['{"city": "Par']
+    state, events = parser.feed(state, 'is  </steptml:parameter><steptml:parameter name="days"> 5', "r")
+    assert [e.text for e in events if isinstance(e, ToolArgsDelta)] == ['is"']
+    state, events = parser.feed(state, f"</steptml:parameter></steptml:invoke>{CE}", "r")
+    assert [e.text for e in events if isinstance(e, ToolArgsDelta)] == [', "days": 5}']
+
+
+def test_long_string_value_streams_with_bounded_state():
+    """A ~20k-character string value, one token per chunk: the state stays under 2 KB."""
+    parser = Step3ToolParser(None, WEATHER_TOOLS)
+    pieces = [B, CB, "function", SEP, '<steptml:invoke name="', "search", '">', '<steptml:parameter name="',
+              "query", '">'] + ["x < y </steptml:para z\n"] * 900 + ["</steptml:parameter>", CE, E]
+    state, largest, sent = parser.initial_state(), 0, []
+    for piece in pieces:
+        state, events = parser.feed(state, piece, "r")
+        state = type(state).from_json(json.loads(json.dumps(state.to_json())))
+        largest = max(largest, len(json.dumps(state.to_json())))
+        sent += [e.text for e in events if isinstance(e, ToolArgsDelta)]
+    assert largest < 2_000, largest
+    assert json.loads("".join(sent)) == {"query": ("x < y </steptml:para z\n" * 900).strip()}
 
 
 def test_traits():
