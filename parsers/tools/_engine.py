@@ -66,7 +66,6 @@ from typing import Any, ClassVar, TypeAlias
 from parsers._base import MAX_HELD_CHARS, Vocab
 from parsers._errors import StateError
 from parsers._state import JsonState
-from parsers.tools._args import ArgFormat
 from parsers.tools._base import is_json, json_dumps, json_loads
 from parsers.tools._coerce import fix_arg_types, normalize_types, schema_types
 from parsers.tools._coerce import tool_properties as _tool_properties
@@ -346,10 +345,6 @@ class EngineToolParser(TableToolParser):
         return fix_arg_types(args_json, name, self.tools)
 
     # -- family hooks ----------------------------------------------------------------------
-
-    def arg_format(self, name: str) -> ArgFormat[Any]:
-        """The argument format of a call committed under `name`."""
-        raise NotImplementedError
 
     def batch_arguments(self, raw: str, name: str) -> str:
         """The batch rule for a call decided whole (held): the family's conversion of the

@@ -50,6 +50,7 @@ from parsers._errors import LimitExceededError, ParseError, StateError
 from parsers._events import Event, ToolCallStart, push_args, push_content
 from parsers._state import JsonState
 from parsers._text import MarkerSet
+from parsers.tools._args import ArgFormat
 from parsers.tools._base import MAX_TOOL_CALL_CHARS, assemble
 
 __all__ = [
@@ -65,6 +66,8 @@ __all__ = [
     "TableToolParser",
     "drop",
     "to_content",
+    "feed_call_args",
+    "end_call_args",
 ]
 
 # Token kinds beside the markers; NUL-prefixed so no tokenizer's special token (Gemma's
@@ -88,6 +91,25 @@ def to_content(run: Run, text: str) -> None:
 
 def nothing(run: Run, text: str) -> None:
     """For EOS steps with nothing left to do."""
+
+
+def feed_call_args(run: Run, text: str) -> None:
+    """Argument text of the committed call, through its family's `arg_format(name)` (the call
+    keeps the format's state in `args`); the fragments go out."""
+    call = run.call
+    assert call is not None and call.args is not None  # a committed call (check_ext)
+    args, out, _ = run.parser.arg_format(call.name).feed(call.args, text)
+    run.call = call.replace(args=args)
+    run.args(out)
+
+
+def end_call_args(run: Run, marker: str = "") -> None:
+    """The committed call's arguments end (at `marker`, or the output): the format's tail."""
+    call = run.call
+    assert call is not None and call.args is not None
+    _, out = run.parser.arg_format(call.name).end(call.args)
+    run.args(out)
+    run.call = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,6 +306,11 @@ class TableToolParser(ToolParser):
 
     def call_id(self, request_id: str, index: int) -> str:
         return make_tool_call_id(request_id, index)
+
+    def arg_format(self, name: str) -> ArgFormat[Any]:
+        """The argument format of a call committed under `name` (families that stream their
+        arguments through one: `feed_call_args` / `end_call_args`)."""
+        raise NotImplementedError
 
     @property
     def state_tag(self) -> str:

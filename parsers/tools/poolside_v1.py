@@ -59,6 +59,9 @@ from parsers.tools._machine import (
     Table,
     TableToolParser,
     ToolStreamState,
+    drop,
+    end_call_args,
+    feed_call_args,
 )
 from parsers.tools.glm47 import KEY_START, ArgPairs, ArgPairsState
 
@@ -138,7 +141,7 @@ def _end(run: PRun, text: str) -> None:
     """End of output after the first <tool_call>: without a call it is all content; a call
     still open keeps what it has (documented divergence)."""
     if run.phase == P.ARGS:
-        _close_args(run)
+        end_call_args(run)
     ext = _ext(run)
     if run.n_calls == 0:
         run.content(ext.ws + run.pending)
@@ -146,10 +149,6 @@ def _end(run: PRun, text: str) -> None:
     run.call = None
     run.phase = P.BETWEEN
     run.ext = ext.replace(ws="")
-
-
-def _drop(run: PRun, text: str) -> None:
-    run.keep_raw(text)
 
 
 # -- the candidate's head ----------------------------------------------------------------------
@@ -225,7 +224,7 @@ def _commit(run: PRun, call: PoolsideCall, rest: str) -> None:
     run.call = call.replace(name=name, raw="", args=fmt.start(name))
     run.start_call(name)
     run.phase = P.ARGS
-    _args_text(run, KEY_START + rest)
+    feed_call_args(run, KEY_START + rest)
 
 
 def _head_close(run: PRun, marker: str) -> None:
@@ -235,29 +234,6 @@ def _head_close(run: PRun, marker: str) -> None:
     if name is not None:
         run.emit_call(name, "{}")
     run.keep_raw(marker)
-
-
-# -- arguments ---------------------------------------------------------------------------------
-
-
-def _args_text(run: PRun, text: str) -> None:
-    call: PoolsideCall = run.call
-    assert call.args is not None  # ARGS has an argument state (check_ext)
-    args, out, _ = run.parser.arg_format(call.name).feed(call.args, text)
-    run.call = call.replace(args=args)
-    run.args(out)
-
-
-def _close_args(run: PRun) -> None:
-    call: PoolsideCall = run.call
-    assert call.args is not None
-    _, out = run.parser.arg_format(call.name).end(call.args)
-    run.args(out)
-    run.call = None
-
-
-def _args_close(run: PRun, marker: str) -> None:
-    _close_args(run)
 
 
 class PoolsideV1ToolParser(TableToolParser):
@@ -328,15 +304,15 @@ PoolsideV1ToolParser.table = Table(
         (P.HEAD, CALL_START): Step(_open),
         (P.HEAD, CALL_END): Step(_head_close, P.BETWEEN),
         (P.HEAD, EOS): Step(_end),
-        (P.ARGS, TEXT): Step(_args_text),
-        (P.ARGS, CALL_START): Step(_args_text),
-        (P.ARGS, CALL_END): Step(_args_close, P.BETWEEN),
+        (P.ARGS, TEXT): Step(feed_call_args),
+        (P.ARGS, CALL_START): Step(feed_call_args),
+        (P.ARGS, CALL_END): Step(end_call_args, P.BETWEEN),
         (P.ARGS, EOS): Step(_end),
-        (P.SKIP, TEXT): Step(_drop),
+        (P.SKIP, TEXT): Step(drop),
         (P.SKIP, CALL_START): Step(_open, P.HEAD),
-        (P.SKIP, CALL_END): Step(_drop, P.BETWEEN),
+        (P.SKIP, CALL_END): Step(drop, P.BETWEEN),
         (P.SKIP, EOS): Step(_end),
-        (P.BETWEEN, TEXT): Step(_drop),
+        (P.BETWEEN, TEXT): Step(drop),
         (P.BETWEEN, CALL_START): Step(_open, P.HEAD),
         (P.BETWEEN, EOS): Step(_end),
     },

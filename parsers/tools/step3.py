@@ -59,6 +59,9 @@ from parsers.tools._machine import (
     Table,
     TableToolParser,
     ToolStreamState,
+    drop,
+    end_call_args,
+    feed_call_args,
     nothing,
     to_content,
 )
@@ -142,7 +145,7 @@ def _open_block(run: SRun, marker: str) -> None:
 def _new_part(run: SRun, marker: str) -> None:
     """A `<｜tool_call_begin｜>`: a call still open ends without its end (kept, documented)."""
     if run.phase == P.ARGS:
-        _close_args(run)
+        end_call_args(run)
     run.keep_raw(marker)
     run.call = Step3Call()
     run.phase = P.TYPE
@@ -183,40 +186,20 @@ def _head_text(run: SRun, text: str) -> None:
     run.call = call.replace(name=name, raw="", args=fmt.start(name))
     run.start_call(name)
     run.phase = P.ARGS
-    _args_text(run, raw)  # parameters are read from the start of the invoke text
-
-
-def _args_text(run: SRun, text: str) -> None:
-    call: Step3Call = run.call
-    assert call.args is not None  # ARGS has an argument state (check_ext)
-    args, out, _ = run.parser.arg_format(call.name).feed(call.args, text)
-    run.call = call.replace(args=args)
-    run.args(out)
-
-
-def _close_args(run: SRun) -> None:
-    call: Step3Call = run.call
-    assert call.args is not None
-    _, out = run.parser.arg_format(call.name).end(call.args)
-    run.args(out)
-    run.call = None
+    feed_call_args(run, raw)  # parameters are read from the start of the invoke text
 
 
 def _end_part(run: SRun, marker: str) -> None:
     if run.phase == P.ARGS:
-        _close_args(run)
+        end_call_args(run)
     run.keep_raw(marker)
     run.call = None
     run.phase = P.DONE
 
 
-def _drop(run: SRun, text: str) -> None:
-    run.keep_raw(text)
-
-
 def _end_block(run: SRun, marker: str) -> None:
     if run.phase == P.ARGS:
-        _close_args(run)
+        end_call_args(run)
     run.call = None
     if run.n_calls:
         run.phase = P.AFTER
@@ -238,7 +221,7 @@ def _block_cut(run: SRun, text: str) -> None:
     """The output ended inside the block: without calls it is all content (as upstream);
     calls already made are kept (documented divergence)."""
     if run.phase == P.ARGS:
-        _close_args(run)
+        end_call_args(run)
     ext = _ext(run)
     if not run.n_calls:
         run.content(ext.ws + run.pending)
@@ -296,8 +279,8 @@ Step3ToolParser.table = Table(
         (P.TYPE, TEXT): Step(_type_text),
         (P.TYPE, SEP): Step(_separator),
         (P.HEAD, TEXT): Step(_head_text),
-        (P.ARGS, TEXT): Step(_args_text),  # other markers are parameter text
-        (P.DONE, TEXT): Step(_drop),
+        (P.ARGS, TEXT): Step(feed_call_args),  # other markers are parameter text
+        (P.DONE, TEXT): Step(drop),
         **{(phase, kind): step for phase in (P.TYPE, P.HEAD, P.ARGS, P.DONE)
            for kind, step in _PART_ENDS.items()},
         (P.AFTER, TEXT): Step(_content_text),

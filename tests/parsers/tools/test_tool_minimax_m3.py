@@ -23,6 +23,7 @@ from .engine_family_support import (
     reasoning_mismatches,
     run_oracle,
 )
+from .tool_parser_support import stream_one_per_chunk
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {"name": "get_weather", "parameters": {
@@ -176,11 +177,6 @@ def test_minimax_m3_long_string_value_streams_with_bounded_state(parser: Minimax
     """A ~20k-character string value, one token per chunk: the state stays under 2 KB."""
     pieces = [f"{NS}<tool_call>", "\n", f'{NS}<invoke name="', "search", '">', NS, "<query>"]
     pieces += ["x < y ]<]mini z\n"] * 1300 + [NS, "</query>", f"{NS}</invoke>", f"{NS}</tool_call>"]
-    state, largest, sent = parser.initial_state(), 0, []
-    for piece in pieces:
-        state, events = parser.feed(state, piece, "r")
-        state = type(state).from_json(json.loads(json.dumps(state.to_json())))
-        largest = max(largest, len(json.dumps(state.to_json())))
-        sent += [e.text for e in events if isinstance(e, ToolArgsDelta)]
+    largest, sent = stream_one_per_chunk(parser, pieces)
     assert largest < 2_000, largest
-    assert json.loads("".join(sent)) == {"query": "x < y ]<]mini z\n" * 1300}
+    assert json.loads(sent) == {"query": "x < y ]<]mini z\n" * 1300}
