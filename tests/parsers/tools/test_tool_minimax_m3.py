@@ -23,7 +23,7 @@ from .engine_family_support import (
     reasoning_mismatches,
     run_oracle,
 )
-from .tool_parser_support import stream_one_per_chunk
+from .tool_parser_support import stream_long_value
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {"name": "get_weather", "parameters": {
@@ -175,8 +175,10 @@ def test_minimax_m3_streams_name_then_fragments(parser: MinimaxM3ToolParser) -> 
 
 def test_minimax_m3_long_string_value_streams_with_bounded_state(parser: MinimaxM3ToolParser) -> None:
     """A ~20k-character string value, one token per chunk: the state stays under 2 KB."""
-    pieces = [f"{NS}<tool_call>", "\n", f'{NS}<invoke name="', "search", '">', NS, "<query>"]
+    pieces = ["\n", f'{NS}<invoke name="', "search", '">', NS, "<query>"]
     pieces += ["x < y ]<]mini z\n"] * 1300 + [NS, "</query>", f"{NS}</invoke>", f"{NS}</tool_call>"]
-    largest, sent = stream_one_per_chunk(parser, pieces)
+    _, largest, sent = stream_long_value(parser, f"{NS}<tool_call>", pieces)
     assert largest < 2_000, largest
-    assert json.loads(sent) == {"query": "x < y ]<]mini z\n" * 1300}
+    assert sent > 19_000
+    call = parser.parse(f"{NS}<tool_call>" + "".join(pieces), "r").tool_calls[0]
+    assert json.loads(call.arguments) == {"query": "x < y ]<]mini z\n" * 1300}

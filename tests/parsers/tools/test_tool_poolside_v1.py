@@ -20,7 +20,7 @@ from ..family_run import (
     family_run,
     xml_params_classify,
 )
-from .tool_parser_support import stream_one_per_chunk
+from .tool_parser_support import stream_long_value
 
 pytestmark = pytest.mark.vllm
 
@@ -125,11 +125,13 @@ def test_call_streams_name_then_fragments():
 def test_long_string_value_streams_with_bounded_state():
     """A ~20k-character string value, one token per chunk: the state stays under 2 KB."""
     parser = PoolsideV1ToolParser(None, WEATHER_TOOLS)
-    pieces = ["<tool_call>", "search", "\n", "<arg_key>", "query", "</arg_key>", "<arg_value>"]
+    pieces = ["search", "\n", "<arg_key>", "query", "</arg_key>", "<arg_value>"]
     pieces += ["x < y </arg_ z\n"] * 1400 + ["</arg_value>", "</tool_call>"]
-    largest, sent = stream_one_per_chunk(parser, pieces)
+    _, largest, sent = stream_long_value(parser, "<tool_call>", pieces)
     assert largest < 2_000, largest
-    assert json.loads(sent) == {"query": "x < y </arg_ z\n" * 1400}
+    assert sent > 19_000
+    call = parser.parse("<tool_call>" + "".join(pieces), "r").tool_calls[0]
+    assert json.loads(call.arguments) == {"query": "x < y </arg_ z\n" * 1400}
 
 
 def test_traits():

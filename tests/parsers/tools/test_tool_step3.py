@@ -21,7 +21,7 @@ from ..family_run import (
     family_run,
     xml_params_classify,
 )
-from .tool_parser_support import stream_one_per_chunk
+from .tool_parser_support import stream_long_value
 
 pytestmark = pytest.mark.vllm
 
@@ -132,11 +132,14 @@ def test_call_streams_name_then_fragments():
 def test_long_string_value_streams_with_bounded_state():
     """A ~20k-character string value, one token per chunk: the state stays under 2 KB."""
     parser = Step3ToolParser(None, WEATHER_TOOLS)
-    pieces = [B, CB, "function", SEP, '<steptml:invoke name="', "search", '">', '<steptml:parameter name="',
-              "query", '">'] + ["x < y </steptml:para z\n"] * 900 + ["</steptml:parameter>", CE, E]
-    largest, sent = stream_one_per_chunk(parser, pieces)
+    head = [B, CB, "function", SEP, '<steptml:invoke name="', "search", '">', '<steptml:parameter name="',
+            "query", '">']
+    pieces = [*head[1:], *["x < y </steptml:para z\n"] * 900, "</steptml:parameter>", CE, E]
+    _, largest, sent = stream_long_value(parser, head[0], pieces)
     assert largest < 2_000, largest
-    assert json.loads(sent) == {"query": ("x < y </steptml:para z\n" * 900).strip()}
+    assert sent > 19_000
+    call = parser.parse(head[0] + "".join(pieces), "r").tool_calls[0]
+    assert json.loads(call.arguments) == {"query": ("x < y </steptml:para z\n" * 900).strip()}
 
 
 def test_traits():

@@ -436,17 +436,3 @@ def assert_matches_vllm(
     assert not errors, "\n".join(errors)
     return by_name
 
-
-def stream_one_per_chunk(parser: ToolParser, pieces: Sequence[str]) -> tuple[int, str]:
-    """Feed `pieces` one per chunk, the state JSON round-tripped at every boundary: (the
-    largest serialised state in bytes, the argument fragments sent, joined)."""
-    from parsers._events import ToolArgsDelta
-
-    state, largest, sent = parser.initial_state(), 0, []
-    for piece in pieces:
-        state, events = parser.feed(state, piece, "r")
-        encoded = json.dumps(state.to_json())
-        state = type(state).from_json(json.loads(encoded))
-        largest = max(largest, len(encoded))
-        sent += [e.text for e in events if isinstance(e, ToolArgsDelta)]
-    return largest, "".join(sent)
