@@ -435,4 +435,3 @@ def assert_matches_vllm(
             errors.append(f"{name}: ours {mine} != vLLM stream {v_stream}")
     assert not errors, "\n".join(errors)
     return by_name
-
