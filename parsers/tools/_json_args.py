@@ -568,6 +568,9 @@ class EngineJsonArgs:
         consumed = text if rest is None else text[: len(text) - len(rest)]
         pre = "" if (state.wrote or out) else state.pre + consumed
         state = state.replace(json=js, wrote=state.wrote or bool(out), pre=pre)
+        if js.status == DONE and rest and not rest.strip():
+            # Held: it is the raw text's if other text follows, else stripped as vLLM does.
+            return state.replace(ws=state.ws + rest), out, None
         if js.status == ERROR or (js.status == DONE and rest and rest.strip()):
             broken = self.json.held_raw(js) if js.status == ERROR else ""
             state, tail, _ = self._raw(state.replace(raw=True, pre=""), broken + (rest or ""))

@@ -169,6 +169,19 @@ class TestCoercion:
         else:
             assert got.out == expected, text
 
+    @pytest.mark.parametrize("body", ['{"a":1} x', '{"a":1}  \n x ', '{"a":1}\t', '{"a":1} x y'])
+    def test_engine_text_after_the_object_does_not_depend_on_chunking(self, body: str) -> None:
+        fmt = EngineJsonArgs({"a": {"type": "integer"}}, limit=1 << 20)
+        outputs = set()
+        for cuts in ([], [len('{"a":1}')], [len('{"a":1} ')], list(range(1, len(body)))):
+            state, out = fmt.start(), []
+            for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True):
+                state, piece, _ = fmt.feed(state, body[a:b])
+                out.append(piece)
+            state, piece = fmt.end(state)
+            outputs.add("".join(out) + piece)
+        assert len(outputs) == 1, outputs
+
     def test_string_only_values_stream_before_they_close(self) -> None:
         fmt = JsonArgs(schema=SchemaTable({"content": {"type": "string"}, "n": {"type": "integer"}}))
         state, out, _ = fmt.feed(fmt.start(), '{"content": "abc')
