@@ -130,8 +130,7 @@ def chat_to_response(request: dict[str, Any], sampling: dict[str, Any], chat: di
         status = last_status if index == len(calls) - 1 else "completed"
         output.append(_call_item(f"fc_{random_uuid()}", call["id"], call["function"]["name"],
                                  call["function"]["arguments"], status))
-    status = "incomplete" if finish == "length" else "completed"
-    return _envelope(request, sampling, chat["model"], status, output, _usage(chat.get("usage")), chat["created"])
+    return _envelope(request, sampling, chat["model"], last_status, output, _usage(chat.get("usage")), chat["created"])
 
 
 def _reasoning_item(item_id: str, text: str, status: str | None = None) -> dict[str, Any]:
@@ -201,35 +200,34 @@ class _Events:
         if self.kind is None:
             return []
         text = "".join(self.text)
-        events = getattr(self, f"_close_{self.kind}")(text, status)
-        self.done_items.append(events[-1][1])
+        closer = {"reasoning": self._close_reasoning, "message": self._close_message,
+                  "function_call": self._close_function_call}[self.kind]
+        events, item = closer(text, status)
+        events.append(self.event("response.output_item.done", item=item, output_index=self.output_index))
+        self.done_items.append(item)
         self.kind = None
         self.output_index += 1
-        return [event for event, _ in events]
+        return events
 
-    def _done(self, item: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
-        return self.event("response.output_item.done", item=item, output_index=self.output_index), item
+    def _close_reasoning(self, text: str, status: str) -> tuple[list[bytes], dict[str, Any]]:
+        item = _reasoning_item(self.item_id, text, status)
+        return [self.event("response.reasoning_text.done", content_index=0, item_id=self.item_id,
+                           output_index=self.output_index, text=text),
+                self._part("response.content_part.done", item["content"][0])], item
 
-    def _close_reasoning(self, text: str, status: str) -> list[tuple[bytes, Any]]:
-        part = {"text": text, "type": "reasoning_text"}
-        return [(self.event("response.reasoning_text.done", content_index=0, item_id=self.item_id,
-                            output_index=self.output_index, text=text), None),
-                (self._part("response.content_part.done", part), None),
-                self._done({"id": self.item_id, "summary": [], "type": "reasoning", "content": [part],
-                            "encrypted_content": None, "status": status})]
+    def _close_message(self, text: str, status: str) -> tuple[list[bytes], dict[str, Any]]:
+        item = _message_item(self.item_id, text, status)
+        events = [self.event("response.output_text.done", content_index=0, item_id=self.item_id, logprobs=[],
+                             output_index=self.output_index, text=text),
+                  self._part("response.content_part.done", item["content"][0])]
+        if not text:  # vLLM: an empty message item has no content part
+            item["content"] = []
+        return events, item
 
-    def _close_message(self, text: str, status: str) -> list[tuple[bytes, Any]]:
-        part = _text_part(text)
-        return [(self.event("response.output_text.done", content_index=0, item_id=self.item_id, logprobs=[],
-                            output_index=self.output_index, text=text), None),
-                (self._part("response.content_part.done", part), None),
-                self._done({"id": self.item_id, "content": [part] if text else [], "role": "assistant",
-                            "status": status, "type": "message", "phase": None})]
-
-    def _close_function_call(self, text: str, status: str) -> list[tuple[bytes, Any]]:
-        return [(self.event("response.function_call_arguments.done", arguments=text, item_id=self.item_id,
-                            output_index=self.output_index, name=self.call["name"]), None),
-                self._done(_call_item(self.item_id, self.call["id"], self.call["name"], text, status))]
+    def _close_function_call(self, text: str, status: str) -> tuple[list[bytes], dict[str, Any]]:
+        item = _call_item(self.item_id, self.call["id"], self.call["name"], text, status)
+        return [self.event("response.function_call_arguments.done", arguments=text, item_id=self.item_id,
+                           output_index=self.output_index, name=self.call["name"])], item
 
     def delta(self, text: str) -> bytes:
         self.text.append(text)
@@ -269,7 +267,7 @@ async def response_events(request: dict[str, Any], chat_body: dict[str, Any], sa
             finish = choice.get("finish_reason") or finish
     for piece in events.close(_item_status(finish)):
         yield piece
-    status = "incomplete" if finish == "length" else "completed"
+    status = _item_status(finish)
     final = _envelope(request, sampling, model, status, events.done_items, _usage(usage), created)
     yield events.event("response.completed" if status == "completed" else "response.incomplete", response=final)
 
