@@ -191,9 +191,10 @@ def _holder(name: str, data: dict[str, Any]) -> dict[str, Any]:
 
 def _same_block(first: dict[str, Any], second: dict[str, Any]) -> bool:
     keys = ("index", "item_id", "output_index", "content_index")
-    return all(first.get(k) == second.get(k) for k in keys) and \
-        first.get("delta", {}).get("type") == second.get("delta", {}).get("type") \
-        if isinstance(first.get("delta"), dict) else all(first.get(k) == second.get(k) for k in keys)
+    if any(first.get(k) != second.get(k) for k in keys):
+        return False
+    kind = first.get("delta")  # Messages: a text, thinking or input_json delta object
+    return not isinstance(kind, dict) or kind.get("type") == second["delta"].get("type")
 
 
 def _appended(name: str, first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
