@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from render_service.errors import RenderServiceError
+from render_service.gateway.serve_format import prune_none
 
 __all__ = ["anthropic_error_body", "anthropic_usage", "chat_sse_objects", "chat_to_message", "message_events"]
 
@@ -83,16 +84,8 @@ def chat_to_message(chat: dict[str, Any]) -> dict[str, Any]:
         "model": chat["model"], "stop_reason": stop_reason, "stop_sequence": stop_sequence,
         "usage": anthropic_usage(chat.get("usage")),
     }  # fmt: skip
-    return {key: _without_nones(value) for key, value in message_body.items() if value is not None}
-
-
-def _without_nones(value: Any) -> Any:
-    """vLLM writes the batch message with `model_dump(exclude_none=True)`."""
-    if isinstance(value, dict):
-        return {key: _without_nones(item) for key, item in value.items() if item is not None}
-    if isinstance(value, list):
-        return [_without_nones(item) for item in value]
-    return value
+    pruned: dict[str, Any] = prune_none(message_body)  # vLLM: model_dump(exclude_none=True)
+    return pruned
 
 
 def _event(name: str, data: dict[str, Any]) -> bytes:
