@@ -155,18 +155,6 @@ class HangingEngine:
         self.server.server_close()
 
 
-def external_kv_tokens(engine_url: str) -> float:
-    """Prompt tokens an engine did not compute itself (KV read over the connector)."""
-    from tests.harness.engine_api import metrics_text
-
-    total = 0.0
-    for line in metrics_text(engine_url).splitlines():
-        if line.startswith("vllm:prompt_tokens_by_source_total{") and (
-                'source="external_kv_transfer"' in line):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
 def dead_url() -> str:
     """A loopback URL nothing listens on (a prefill engine that is down)."""
     return f"http://127.0.0.1:{free_port()}"

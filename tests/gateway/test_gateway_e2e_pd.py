@@ -14,9 +14,9 @@ from prometheus_client import REGISTRY
 
 from render_service.gateway.config import HealthSettings
 from render_service.gateway.context import Leg, engine_body
-from tests.harness.engine_api import generate
+from tests.harness.engine_api import generate, metrics_text
 
-from .e2e_support import dead_url, external_kv_tokens, running
+from .e2e_support import dead_url, running
 
 pytestmark = pytest.mark.engine
 
@@ -47,15 +47,19 @@ def _warm_nixl_handshake(gateway, decode_url: str, attempts: int = 3) -> None:  
             return
 
 
-kv_pulled_tokens = external_kv_tokens  # the decode engine's prompt tokens read from prefill
+def kv_pulled_tokens(decode_url: str) -> float:
+    """Prompt tokens the decode engine did not compute itself (KV from the connector)."""
+    text = metrics_text(decode_url)
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("vllm:prompt_tokens_by_source_total{") and 'source="external_kv_transfer"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
 
 
 def test_pd_seeded_output_equals_collocated(pd_gw, e2e_codec, pd_engines) -> None:  # type: ignore[no-untyped-def]
     """P/D through the gateway = the decode engine alone, token for token; KV was pulled."""
-    # A prompt no other request sent: the decode engine's own prefix cache holds none of it
-    # (with 32-token blocks the warm-up's PROMPT would be a hit), so all of it is pulled.
-    messages = [{"role": "user", "content": "Seeded: " + PROMPT[0]["content"]}]
-    body = {"model": MODEL, "messages": messages, "seed": 7, "max_tokens": 24, "temperature": 1.0,
+    body = {"model": MODEL, "messages": PROMPT, "seed": 7, "max_tokens": 24, "temperature": 1.0,
             "return_token_ids": True, "ignore_eos": True}
     pulled_before = kv_pulled_tokens(pd_engines.decode_url)
     extra = {k: body[k] for k in ("return_token_ids", "ignore_eos")}

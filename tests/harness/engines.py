@@ -46,12 +46,6 @@ KV_CACHE_BYTES = 268_435_456  # NUMA node 0 reports ~10 GiB; the default memory 
 MAX_MODEL_LEN = 2048
 VISION_MAX_MODEL_LEN = 1024
 SCRIPTED_LOGITS = "scripted_logits:ScriptedLogits"
-# The P/D pair runs NIXL both ways (multi-turn P/D: the next turn's prefill reads the last
-# turn's KV back from the decoder). Blocks of 32 tokens (the CPU default is 128) keep the
-# multi-turn tests' turns short; a decoder pins a finished request's blocks for the TTL.
-PD_BLOCK_SIZE = 32
-PD_KV_RECOMPUTE_THRESHOLD = 32
-PD_DECODER_KV_BLOCKS_TTL = 120
 
 
 @dataclass(frozen=True)
@@ -132,23 +126,16 @@ def vision_spec(model_dir: Path, name: str = "vision") -> EngineSpec:
     )
 
 
-def pd_specs(model_dir: Path, max_model_len: int = MAX_MODEL_LEN) -> tuple[EngineSpec, EngineSpec]:
-    """A prefill (kv_producer, core 0) + decode (kv_consumer, core 1) pair over NIXL, with
-    bidirectional transfers (PD_* above)."""
+def pd_specs(model_dir: Path) -> tuple[EngineSpec, EngineSpec]:
+    """A prefill (kv_producer, core 0) + decode (kv_consumer, core 1) pair over NIXL."""
 
     def nixl_side(name: str, role: str, core: str) -> EngineSpec:
-        config = {"kv_connector": "NixlConnector", "kv_role": role, "kv_buffer_device": "cpu",
-                  "kv_connector_extra_config": {
-                      "bidirectional_kv_xfer": True,
-                      "kv_recompute_threshold": PD_KV_RECOMPUTE_THRESHOLD,
-                      "decoder_kv_blocks_ttl": PD_DECODER_KV_BLOCKS_TTL}}
+        config = {"kv_connector": "NixlConnector", "kv_role": role, "kv_buffer_device": "cpu"}
         return EngineSpec(
             name=name,
             model_dir=model_dir,
             port=free_port(),
-            extra_args=("--kv-transfer-config", json.dumps(config),
-                        "--block-size", str(PD_BLOCK_SIZE)),
-            max_model_len=max_model_len,
+            extra_args=("--kv-transfer-config", json.dumps(config)),
             extra_env=(
                 ("VLLM_NIXL_SIDE_CHANNEL_HOST", "127.0.0.1"),
                 ("VLLM_NIXL_SIDE_CHANNEL_PORT", str(free_port())),

@@ -5,9 +5,8 @@ Imported by the tests (project venv, no vLLM) to build requests, and by
 
 A scripted request carries in `sampling_params.extra_args`:
 - SCRIPT_KEY: list[int], token n is forced at output step n;
-- AFTER_KEY (optional): what to force once the script is used up: a token id, or None (or
-  FREE_AFTER, for requests whose `vllm_xargs` cannot carry null) for "unconstrained". Absent
-  means DEFAULT_AFTER_ID (<|im_end|>, so the request stops).
+- AFTER_KEY (optional): what to force once the script is used up: a token id, or None
+  for "unconstrained". Absent means DEFAULT_AFTER_ID (<|im_end|>, so the request stops).
 
 Any request (scripted or not) may also carry PACE_KEY: milliseconds the engine sleeps per
 output step. The tiny model makes over 1,000 tokens/s on a quiet machine, so a test that must
@@ -23,7 +22,6 @@ PACE_KEY = "rs_step_delay_ms"
 MAX_PACE_MS = 1000
 PACE_MS = 10  # what the tests use: long requests outlast any abort latency seen on CI
 DEFAULT_AFTER_ID = 151645  # Qwen3 <|im_end|>, an EOS id in the tiny model's generation_config
-FREE_AFTER = -1  # AFTER_KEY's "unconstrained" where null cannot be sent (vLLM's vllm_xargs)
 # Qwen3's vocab_size: an id at or above it would crash the engine, so requests are refused.
 VOCAB_SIZE = 151936
 _UNSET = object()

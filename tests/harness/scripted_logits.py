@@ -27,7 +27,6 @@ if __package__:
     from .script_protocol import (
         AFTER_KEY,
         DEFAULT_AFTER_ID,
-        FREE_AFTER,
         MAX_PACE_MS,
         PACE_KEY,
         SCRIPT_KEY,
@@ -37,7 +36,6 @@ else:  # imported as a top-level module by the engine
     from script_protocol import (
         AFTER_KEY,
         DEFAULT_AFTER_ID,
-        FREE_AFTER,
         MAX_PACE_MS,
         PACE_KEY,
         SCRIPT_KEY,
@@ -55,9 +53,7 @@ def _read_script(params: SamplingParams) -> tuple[list[int], int | None] | None:
     if not isinstance(script, list):
         raise ValueError(f"{SCRIPT_KEY} must be a list of token ids")
     after = extra.get(AFTER_KEY, _MISSING)
-    if after is _MISSING:
-        return list(script), DEFAULT_AFTER_ID
-    return list(script), None if after == FREE_AFTER else after
+    return list(script), (DEFAULT_AFTER_ID if after is _MISSING else after)
 
 
 def _read_pace_s(params: SamplingParams) -> float:
