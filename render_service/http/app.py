@@ -11,13 +11,15 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
+from fastapi.routing import APIRoute
 from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from render_service import __version__
 from render_service.config import ServiceConfig, config_from_json
@@ -30,7 +32,7 @@ from render_service.http.bodies import (
     read_lazy_object,
     version_body,
 )
-from render_service.http.errors import install_error_handlers
+from render_service.http.errors import handled_error_response, install_error_handlers
 from render_service.http.media_fetch import MediaFetcher
 from render_service.http.metrics import CONTENT_TYPE_LATEST, METRICS, render_metrics_text
 from render_service.http.middleware import ServiceMiddleware
@@ -64,6 +66,11 @@ _TOKENIZE_BODY = ((), ())
 _DERENDER_CHAT_BODY = (("DerenderChatRequest",), ("DerenderChatStreamRequest",))
 _DERENDER_COMPLETION_BODY = ((), ("DerenderCompletionStreamRequest",))
 _NON_GET_METHODS = ["POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH"]
+# The routes whose handler ServiceMiddleware calls directly (see _HotRoutes): every route of
+# _add_core_routes, whose handlers take the request alone.
+_HOT_POST_ROUTES = frozenset(_POST_ROUTES) - {"/invocations"}
+
+Handler = Callable[[Request], Awaitable[Response]]
 
 
 class Service:
@@ -82,6 +89,14 @@ class Service:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.pool, lambda: fn(*args, **kwargs))
 
+    async def derender(self, fn: Callable[[dict[str, Any]], T], body: dict[str, Any]) -> T:
+        """A stream step on a state, with nothing to validate, runs inline: it takes about as
+        long as the hop to a pool thread and back would (0.2 ms for one token); the first chunk
+        and batch derender (a whole request to validate, a whole output) go to the pool."""
+        if _is_stream_step(body):
+            return fn(body)
+        return await self.run(fn, body)
+
     async def fetch_media(self, body: Any) -> dict[str, bytes]:
         """The http(s) images of a chat body, fetched under the policy (the core does no IO)."""
         if self.renderer.images is None:
@@ -93,6 +108,24 @@ class Service:
         await self.fetcher.aclose()
 
 
+
+
+# A stream step with more tokens than this goes to the pool (a few ms of parser work).
+_INLINE_MAX_TOKENS = 64
+_ANY_RESENT = frozenset().union(*RESENT_KEYS.values())
+
+
+def _is_stream_step(body: dict[str, Any]) -> bool:
+    if body.get("stream") is not True or body.get("stream_state") is None:
+        return False
+    if not _ANY_RESENT.isdisjoint(body):
+        return False  # to be validated: a state that did not verify, or a first chunk
+    chunk = body.get("generate_chunk")
+    choices = chunk.get("choices") if isinstance(chunk, dict) else None
+    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
+        return False
+    tokens = choices[0].get("token_ids")
+    return isinstance(tokens, list) and len(tokens) <= _INLINE_MAX_TOKENS
 
 
 def _rendered_response(
@@ -107,6 +140,8 @@ async def _derender_body(
 ) -> dict[str, Any]:
     """The body; a stream chunk whose state verifies skips decoding what the client resent."""
     lazy = await read_lazy_object(request, members, RESENT_KEYS[kind])
+    if not lazy.deferred_seen:
+        return lazy.head  # nothing resent: no state to verify here (derender verifies it once)
     return derenderer.without_resent(lazy.head, kind) or lazy.full()
 
 
@@ -163,12 +198,12 @@ def _add_core_routes(app: FastAPI, service: Service) -> None:
     async def derender_chat(request: Request) -> Response:
         body = await _derender_body(request, derenderer, _DERENDER_CHAT_BODY, ChoiceKind.CHAT)
         check_counts(body.get("chat_request"), limits)
-        return json_response(await service.run(derenderer.derender_chat, body))
+        return json_response(await service.derender(derenderer.derender_chat, body))
 
     @app.post("/v1/completions/derender")
     async def derender_completion(request: Request) -> Response:
         body = await _derender_body(request, derenderer, _DERENDER_COMPLETION_BODY, ChoiceKind.COMPLETION)
-        return json_response(await service.run(derenderer.derender_completion, body))
+        return json_response(await service.derender(derenderer.derender_completion, body))
 
     @app.post("/tokenize")
     async def tokenize(request: Request) -> Response:
@@ -236,6 +271,57 @@ def _add_info_routes(app: FastAPI, service: Service) -> None:
                       include_in_schema=False)
 
 
+class _HotRoutes:
+    """The hot POST routes served without the framework's per-request layers.
+
+    FastAPI wraps each request in five middlewares, a router, a per-route exception wrapper,
+    an exit stack and dependency solving: on a stream chunk that is more CPU than the derender
+    step itself. These routes call the same handler FastAPI routes to (and documents) and map
+    its exceptions with the app's own handlers, as FastAPI's exception middlewares would, so
+    each response is the one FastAPI sends. Everything else goes to `framework`.
+    """
+
+    def __init__(self, app: FastAPI, framework: ASGIApp) -> None:
+        self.framework = framework
+        # Routing under --root-path is Starlette's business: no shortcut then.
+        self.handlers: dict[str, Handler] = {} if app.root_path else {
+            route.path: route.endpoint
+            for route in app.routes
+            if isinstance(route, APIRoute) and route.path in _HOT_POST_ROUTES and route.methods == {"POST"}
+        }
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        handler = self.handlers.get(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
+        if handler is None or scope.get("root_path"):
+            await self.framework(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        try:
+            response = await handler(request)
+        except Exception as exc:
+            await self._send_error(request, exc, send)
+            return
+        await response(scope, receive, send)
+
+    async def _send_error(self, request: Request, exc: Exception, send: Send) -> None:
+        response, unexpected = await handled_error_response(request, exc)
+        await response(request.scope, request.receive, send)
+        if unexpected:
+            raise exc  # as Starlette's ServerErrorMiddleware: the server logs it too
+
+
+class _ServiceApp(FastAPI):
+    """The FastAPI app entered through ServiceMiddleware and _HotRoutes (`entry`)."""
+
+    entry: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await (self.entry or self.framework)(scope, receive, send)
+
+    async def framework(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await super().__call__(scope, receive, send)
+
+
 def create_app(config: ServiceConfig, *, bundle: ModelBundle | None = None) -> FastAPI:
     """Build the render/derender app for one worker process.
 
@@ -250,7 +336,7 @@ def create_app(config: ServiceConfig, *, bundle: ModelBundle | None = None) -> F
         yield
         await service.close()
 
-    app = FastAPI(title="render-service", version=__version__, lifespan=lifespan,
+    app = _ServiceApp(title="render-service", version=__version__, lifespan=lifespan,
                   root_path=config.http.root_path)  # vLLM: app.root_path = --root-path
     app.state.service = service
     install_error_handlers(app)
@@ -261,8 +347,8 @@ def create_app(config: ServiceConfig, *, bundle: ModelBundle | None = None) -> F
         api_key_required=bool(config.api_key),
         served_model_names=tuple(service.renderer.served_model_names),
     )
-    app.add_middleware(
-        ServiceMiddleware,
+    app.entry = ServiceMiddleware(
+        _HotRoutes(app, app.framework),
         api_key=config.api_key,
         max_body_bytes=config.limits.max_body_bytes,
         max_concurrent=config.limits.max_concurrent_requests,

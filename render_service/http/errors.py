@@ -10,7 +10,7 @@ Mapping (vLLM 0.33, `serve/exception_handling/error_response.py`):
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -22,7 +22,7 @@ from starlette.responses import Response
 
 from render_service.errors import RenderServiceError
 
-__all__ = ["install_error_handlers", "error_response", "error_body", "log_client_error"]
+__all__ = ["install_error_handlers", "handled_error_response", "error_response", "error_body", "log_client_error"]
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +103,25 @@ async def _on_unexpected(_: Request, exc: Exception) -> Response:
     return error_response(500, error_body("Internal server error", "InternalServerError", 500))
 
 
+_HANDLERS: tuple[tuple[type[Exception], Callable[[Request, Exception], Awaitable[Response]]], ...] = (
+    (RenderServiceError, _on_service_error),
+    (RequestValidationError, _on_validation_error),
+    (HTTPException, _on_http_exception),
+    (Exception, _on_unexpected),
+)
+
+
 def install_error_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(RenderServiceError, _on_service_error)
-    app.add_exception_handler(RequestValidationError, _on_validation_error)
-    app.add_exception_handler(HTTPException, _on_http_exception)
-    app.add_exception_handler(Exception, _on_unexpected)
+    for exc_type, handler in _HANDLERS:
+        app.add_exception_handler(exc_type, handler)
+
+
+async def handled_error_response(request: Request, exc: Exception) -> tuple[Response, bool]:
+    """The response the installed handlers give `exc`, picked as Starlette picks (the first
+    class of its MRO with a handler), and whether it is the catch-all 500 (which Starlette
+    re-raises after sending, so the server logs it)."""
+    for cls in type(exc).__mro__:
+        for exc_type, handler in _HANDLERS:
+            if cls is exc_type:
+                return await handler(request, exc), cls is Exception
+    raise AssertionError("Exception has a handler")  # every exception's MRO has Exception

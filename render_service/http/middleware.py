@@ -9,10 +9,11 @@ from __future__ import annotations
 import hmac
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from render_service.errors import PayloadTooLargeError, SaturatedError
 from render_service.http.errors import error_body, log_client_error
@@ -22,11 +23,6 @@ __all__ = ["ServiceMiddleware"]
 
 request_log = logging.getLogger("render_service.requests")
 
-Scope = dict[str, Any]
-Message = dict[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 # Probes and scrapes stay open when --api-key is set (Kubernetes and Prometheus can't send it).
 # An app with more probes (the gateway's /ready) passes its own `open_paths`.

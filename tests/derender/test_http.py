@@ -134,3 +134,74 @@ def test_tool_call_over_the_limit_in_batch_chat_is_a_typed_400(parsed_client, to
     r, _ = _stream_until_error(parsed_client, "/v1/chat/completions/derender", ids, 64,
                                {"chat_request": {**CHAT, "tools": tools}, "prompt_token_ids": [1, 2]})  # fmt: skip
     _assert_typed_400(r, "generate_chunk", "--max-tool-call-chars")
+
+
+# -- the hot routes (http.app._HotRoutes) answer exactly as the framework routes -----------
+
+def _comparable(response) -> tuple:  # noqa: ANN001
+    """Status, content headers and body, without the per-call ids, clocks and state tokens."""
+    body = response.json()
+    if response.status_code == 200:
+        for part in (body if isinstance(body, list) else [body]):
+            for key in ("id", "created", "request_id", "stream_state"):
+                part.pop(key, None)
+            if isinstance(part.get("chunk"), dict):
+                part["chunk"].pop("id", None), part["chunk"].pop("created", None)
+    headers = {k: v for k, v in response.headers.items() if k not in ("content-length",)}
+    return response.status_code, headers, body
+
+
+async def _chunked():  # noqa: ANN202
+    for part in (b'{"messages": "', b"x" * 5000, b'"}'):  # no Content-Length: 413 while reading
+        yield part
+
+
+async def test_hot_routes_answer_as_the_framework(client, tok, monkeypatch):  # noqa: ANN001
+    import httpx
+
+    app = client.app
+    monkeypatch.setattr(app.entry, "max_body_bytes", 4096)
+    hot = app.entry.app
+    assert set(hot.handlers) == {f"/v1/{kind}/{op}" for kind in ("chat/completions", "completions")
+                                 for op in ("render", "derender")} | {
+        "/v1/messages/render", "/v1/responses/render", "/tokenize", "/detokenize"}
+    ids = tok.encode("hello", add_special_tokens=False) + [EOS]
+    gen = {"request_id": REQUEST_ID, "choices": [{"index": 0, "token_ids": ids, "finish_reason": "stop"}]}
+    chat = {"messages": [{"role": "user", "content": "Hi"}]}
+    json_ct = {"content-type": "application/json"}
+    cases = [
+        ("/v1/chat/completions/render", {"json": chat}),
+        ("/v1/completions/render", {"json": {"prompt": "Hi"}}),
+        ("/v1/chat/completions/render", {"content": b'{"messages": [', "headers": json_ct}),
+        ("/v1/chat/completions/render", {"content": b"[1]", "headers": json_ct}),
+        ("/v1/chat/completions/render", {"content": b"{}", "headers": {"content-type": "text/plain"}}),
+        ("/v1/chat/completions/render", {"json": {**chat, "model": "nope"}}),
+        ("/v1/chat/completions/render", {"content": "chunked", "headers": json_ct}),  # over the limit
+        ("/v1/chat/completions/derender", {"json": {"generate_response": gen}}),
+        ("/v1/chat/completions/derender", {"json": {"stream": True, "generate_chunk": gen}}),
+        ("/v1/chat/completions/derender", {"json": {"stream": True, "generate_chunk": gen, "stream_state": {"rs": "1.a.b"}}}),
+        ("/v1/completions/derender", {"json": {"generate_responses": [gen]}}),
+        ("/tokenize", {"json": {"prompt": "Hi"}}),
+        ("/detokenize", {"json": {"tokens": ids}}),
+        ("/tokenize", {"json": {"prompt": "boom"}}),
+    ]
+    real_tokenize = app.state.service.renderer.tokenize
+
+    def tokenize(body):  # noqa: ANN001, ANN202
+        if body.get("prompt") == "boom":
+            raise RuntimeError("boom")
+        return real_tokenize(body)
+
+    monkeypatch.setattr(app.state.service.renderer, "tokenize", tokenize)
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    answers: dict[bool, list[tuple]] = {}
+    handlers = hot.handlers
+    for shortcut in (True, False):
+        monkeypatch.setattr(hot, "handlers", handlers if shortcut else {})
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            answers[shortcut] = [
+                _comparable(await client.post(path, **(kwargs | {"content": _chunked()} if kwargs.get("content") == "chunked" else kwargs)))
+                for path, kwargs in cases
+            ]
+    assert [status for status, _, _ in answers[True]] == [200, 200, 400, 400, 400, 404, 413, 200, 200, 400, 200, 200, 200, 500]
+    assert answers[True] == answers[False]
