@@ -143,6 +143,7 @@ class ModelBundle:
             bundle,
             image_family=_load_image_family(model_dir, hf_config),
             float_dtype=resolve_float_dtype(config.dtype, hf_config),
+            max_token_id=max(bundle.max_token_id, _model_vocab_size(hf_config) - 1),
             mistral=_load_mistral(tokenizer_dir) if config.tokenizer_mode == "mistral" else None,
         )
 
@@ -154,7 +155,7 @@ def _load_embedded(config: ServiceConfig) -> ModelBundle:
     if config.generation_config not in ("auto", "vllm"):
         generation_config = _load_generation_config(config, Path(config.generation_config))
     names = config.served_model_name or (_embedded.DEFAULT_SERVED_MODEL_NAME,)
-    return _build(
+    bundle = _build(
         config.replace(served_model_name=names),
         model=_embedded.DEFAULT_SERVED_MODEL_NAME,
         tokenizer_dir=_embedded.default_tokenizer_dir(),
@@ -162,6 +163,7 @@ def _load_embedded(config: ServiceConfig) -> ModelBundle:
         derived_max_len=_embedded.DEFAULT_MAX_MODEL_LEN,
         generation_config=generation_config,
     )
+    return dataclasses.replace(bundle, max_token_id=max(bundle.max_token_id, _embedded.DEFAULT_VOCAB_SIZE - 1))
 
 
 def _build(
@@ -247,6 +249,15 @@ def _spm_hf_tokenizer(tokenizer_dir: Path) -> Any:
         raise ConfigError(f"cannot read the SentencePiece model {models[-1]}: {exc}") from exc
     tokenizer.add_special_tokens({"additional_special_tokens": specials})
     return tokenizer
+
+
+def _model_vocab_size(hf_config: dict[str, Any]) -> int:
+    """vLLM's model_config.get_vocab_size(): token ids below it are in vocabulary even when
+    the tokenizer is smaller (Qwen3's embedding rows past its tokenizer)."""
+    text_config = hf_config.get("text_config")
+    source = text_config if isinstance(text_config, dict) else hf_config
+    value = source.get("vocab_size")
+    return value if type(value) is int else 0
 
 
 def _load_image_family(model_dir: Path, hf_config: dict[str, Any]) -> ImageFamily | None:
