@@ -25,6 +25,7 @@ DEFAULT_SERVED_MODEL_NAME = "Qwen/Qwen3-8B"
 # Qwen3 dense models: max_position_embeddings = 40960 in their config.json.
 DEFAULT_MAX_MODEL_LEN = 40960
 DEFAULT_MODEL_TYPE = "qwen3"
+DEFAULT_HIDDEN_SIZE = 4096  # Qwen3-8B's, what vLLM checks prompt_embeds against
 DEFAULT_VOCAB_SIZE = 151936  # Qwen3-8B's config.json: ids below it are in vocabulary for vLLM
 DEFAULT_REASONING_PARSER = "qwen3"
 DEFAULT_TOOL_PARSER = "hermes"

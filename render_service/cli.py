@@ -173,6 +173,9 @@ def _add_multimodal_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default=_env_default("dtype", "auto"),
                    choices=("auto", "half", "float16", "bfloat16", "float", "float32"),
                    help="the engines' model dtype; processed image tensors are sent in it")
+    p.add_argument("--enable-prompt-embeds", action="store_true", default=_env_flag("enable_prompt_embeds"),
+                   help="accept prompt_embeds (completions) and prompt_embeds chat parts, as vLLM: "
+                        "validated, rendered as placeholder-token spans")
     p.add_argument("--limit-mm-per-prompt", default=_env_default("limit_mm_per_prompt"),
                    help='vLLM\'s JSON form of --max-images, e.g. \'{"image": 4}\'')
 
@@ -425,6 +428,7 @@ def config_from_args(args: argparse.Namespace) -> ServiceConfig:
         mm_processor_cache_gb=args.mm_processor_cache_gb,
         interleave_mm_strings=args.interleave_mm_strings,
         dtype=args.dtype,
+        enable_prompt_embeds=args.enable_prompt_embeds,
         renderer_num_workers=args.renderer_num_workers,
         api_key=tuple(args.api_key),
         host=args.host,

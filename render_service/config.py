@@ -168,6 +168,9 @@ class ServiceConfig:
     mm_processor_cache_gb: float = 4.0  # processed-image cache per worker
     interleave_mm_strings: bool = False
     dtype: str = "auto"  # the engine's model dtype: processed float tensors are cast to it
+    # vLLM's --enable-prompt-embeds: `prompt_embeds` inputs are validated and rendered (the
+    # tokenizer gains vLLM's "<prompt_embeds>" placeholder token), not refused.
+    enable_prompt_embeds: bool = False
     renderer_num_workers: int = 1
     # Accepted bearer keys (vLLM's --api-key takes several); a single str is one key.
     api_key: tuple[str, ...] | str | None = field(default=None, repr=False)

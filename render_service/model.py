@@ -31,6 +31,7 @@ from render_service.config import ServiceConfig
 from render_service.errors import ConfigError
 from render_service.mm.family import ImageFamily
 from render_service.mm.registry import load_image_family, resolve_float_dtype
+from render_service.render.prompt_embeds import PLACEHOLDER_TOKEN
 from render_service.render.tokenization import TokenEncoder
 
 __all__ = ["SAMPLING_DEFAULT_KEYS", "ModelBundle"]
@@ -101,6 +102,10 @@ class ModelBundle:
     float_dtype: str = "bfloat16"
     # --tokenizer-mode mistral: transformers' MistralCommonBackend (mistral-common), as vLLM.
     mistral: Any = field(default=None, repr=False)
+    # The text model's embedding width (vLLM checks prompt_embeds against it; None: unknown).
+    hidden_size: int | None = None
+    # --enable-prompt-embeds: the id of the "<prompt_embeds>" token added to the tokenizer.
+    prompt_embeds_token_id: int | None = None
 
     @property
     def served_model_name(self) -> str:
@@ -143,6 +148,7 @@ class ModelBundle:
             bundle,
             image_family=_load_image_family(model_dir, hf_config),
             float_dtype=resolve_float_dtype(config.dtype, hf_config),
+            hidden_size=_text_hidden_size(hf_config),
             max_token_id=max(bundle.max_token_id, _model_vocab_size(hf_config) - 1),
             mistral=_load_mistral(tokenizer_dir) if config.tokenizer_mode == "mistral" else None,
         )
@@ -163,7 +169,11 @@ def _load_embedded(config: ServiceConfig) -> ModelBundle:
         derived_max_len=_embedded.DEFAULT_MAX_MODEL_LEN,
         generation_config=generation_config,
     )
-    return dataclasses.replace(bundle, max_token_id=max(bundle.max_token_id, _embedded.DEFAULT_VOCAB_SIZE - 1))
+    return dataclasses.replace(
+        bundle,
+        hidden_size=_embedded.DEFAULT_HIDDEN_SIZE,
+        max_token_id=max(bundle.max_token_id, _embedded.DEFAULT_VOCAB_SIZE - 1),
+    )
 
 
 def _build(
@@ -184,6 +194,8 @@ def _build(
     vocab_size = getattr(hf_tokenizer, "vocab_size", None)
     if isinstance(vocab_size, int):
         max_token_id = max(max_token_id, vocab_size - 1)
+    # After the vocabulary bounds: vLLM caches those before its renderer adds the token.
+    embeds_token_id = _add_prompt_embeds_token(hf_tokenizer) if _adds_embeds_token(config) else None
     chat_template = _resolve_chat_template(config.chat_template, hf_tokenizer)
     max_model_len = _effective_max_model_len(config.max_model_len, derived_max_len, hf_tokenizer)
     encoder = TokenEncoder.from_hf_tokenizer(hf_tokenizer)
@@ -206,7 +218,34 @@ def _build(
         generation_config=generation_config,
         fingerprint=fingerprint,
         hf_tokenizer=hf_tokenizer,
+        prompt_embeds_token_id=embeds_token_id,
     )
+
+
+def _adds_embeds_token(config: ServiceConfig) -> bool:
+    """vLLM's HfRenderer registers the placeholder; its mistral-common renderer does not."""
+    return config.enable_prompt_embeds and config.tokenizer_mode != "mistral"
+
+
+def _add_prompt_embeds_token(hf_tokenizer: Any) -> int:
+    """vLLM's _ensure_prompt_embeds_placeholder_token: "<prompt_embeds>" as a special token."""
+    hf_tokenizer.add_special_tokens({"additional_special_tokens": [PLACEHOLDER_TOKEN]})
+    ids = hf_tokenizer.encode(PLACEHOLDER_TOKEN, add_special_tokens=False)
+    if len(ids) != 1:
+        raise ConfigError(f"--enable-prompt-embeds: {PLACEHOLDER_TOKEN!r} does not tokenize to one token ({ids})")
+    token_id: int = ids[0]
+    return token_id
+
+
+def _text_hidden_size(hf_config: dict[str, Any]) -> int | None:
+    """vLLM: hf_text_config.word_embed_proj_dim (OPT), else its hidden_size."""
+    text_config = hf_config.get("text_config")
+    source = text_config if isinstance(text_config, dict) else hf_config  # vLLM's hf_text_config
+    for key in ("word_embed_proj_dim", "hidden_size"):
+        value = source.get(key)
+        if type(value) is int:
+            return value
+    return None
 
 
 def _load_mistral(tokenizer_dir: Path) -> Any:
@@ -471,6 +510,8 @@ def _fingerprint(
         "default_chat_template_kwargs": config.default_chat_template_kwargs,
         "reasoning_effort_map": config.reasoning_effort_map,
     }
+    if config.enable_prompt_embeds:  # only then: other configs keep their fingerprints
+        identity["enable_prompt_embeds"] = True
     digest.update(json.dumps(identity, sort_keys=True, default=str).encode())
     for name in _TOKENIZER_FILES:
         path = tokenizer_dir / name

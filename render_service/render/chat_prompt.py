@@ -32,6 +32,12 @@ from render_service.render.chat_template import (
 )
 from render_service.render.jinja_env import RenderLimits
 from render_service.render.messages import build_conversation
+from render_service.render.prompt_embeds import (
+    PLACEHOLDER_TOKEN,
+    embeds_spec,
+    embeds_token_count,
+    placeholder_marker,
+)
 from render_service.render.prompt_limits import TokenizeLimits
 
 __all__ = ["ChatPrompt", "merge_kwargs", "render_chat_prompt", "request_template_kwargs", "server_template_kwargs"]
@@ -205,7 +211,8 @@ def render_chat_prompt(
     if reuse:
         return ChatPrompt(reuse, None)
     slots = images.slots if images is not None else None
-    text, refs = render_conversation(bundle, config, request.messages, request.chat_template, kwargs, slots)
+    rendered = _render(bundle, config, request.messages, request.chat_template, kwargs, slots)
+    text, refs = rendered.text, rendered.images
     prepared = None
     if refs:  # build_conversation refuses image parts when there is no image pipeline
         assert images is not None
@@ -215,16 +222,21 @@ def render_chat_prompt(
             mm_processor_kwargs=request.mm_processor_kwargs,
             media_io_kwargs=request.media_io_kwargs,
         )
-    text = tokenize_limits.check_text(text)
     offsets = None
-    if want_offsets:
+    if config.enable_prompt_embeds:
+        # vLLM then tokenizes inside apply_chat_template (tokenize=True): no character bound,
+        # no special tokens added, no offsets.
+        ids = _expand_embeds(bundle.encoder.encode(text), rendered.embeds_counts, bundle.prompt_embeds_token_id)
+    elif want_offsets:
+        text = tokenize_limits.check_text(text)
         ids, offsets = bundle.encoder.encode_with_offsets(text, add_special_tokens=add_special_tokens)
     else:
+        text = tokenize_limits.check_text(text)
         ids = bundle.encoder.encode_full(text, add_special_tokens=add_special_tokens)
     if prepared is not None:
         assert images is not None  # prepared only with a pipeline
         return _expanded_prompt(ids, prepared, images, tokenize_limits)
-    checked = tokenize_limits.check_tokens(ids)
+    checked = tokenize_limits.check_tokens(ids, counted_whole=config.enable_prompt_embeds)
     if offsets is not None and len(checked) != len(ids):
         offsets = offsets[-len(checked):] if checked and checked[0] != ids[0] else offsets[: len(checked)]
     return ChatPrompt(checked, offsets)
@@ -259,18 +271,27 @@ def render_prompt_text(
     kwargs: dict[str, Any],
 ) -> str:
     """The chat template applied to the normalised (text-only) conversation."""
-    return render_conversation(bundle, config, messages, request_template, kwargs, None)[0]
+    return _render(bundle, config, messages, request_template, kwargs, None).text
 
 
-def render_conversation(
+@dataclass(frozen=True, slots=True)
+class _Rendered:
+    text: str
+    images: list[ImageRef]
+    # Token count of each prompt_embeds part the template kept, in prompt order.
+    embeds_counts: list[int]
+
+
+def _render(
     bundle: ModelBundle,
     config: ServiceConfig,
     messages: list[dict[str, Any]],
     request_template: str | None,
     kwargs: dict[str, Any],
     image_slots: ImageSlots | None,
-) -> tuple[str, list[ImageRef]]:
-    """The prompt string (chat template over the normalised conversation) and its images."""
+) -> _Rendered:
+    """The prompt string (chat template over the normalised conversation), its images and
+    the prompt_embeds spans it shows."""
     tools = kwargs.get("tools")
     # The server's --chat-template is already the bundle's template (loaded at start).
     requested = request_template or kwargs.get("chat_template")
@@ -278,27 +299,86 @@ def render_conversation(
     content_format = config.chat_template_content_format
     if content_format == "auto":
         content_format = detect_content_format(source)
-    conversation = build_conversation(messages, content_format, image_slots)
+    conversation = build_conversation(messages, content_format, image_slots, prompt_embeds=config.enable_prompt_embeds)
     turns = conversation.messages
     if any(m["role"] == "developer" for m in turns) and not _mentions_developer(source):
         turns = _developer_to_system(turns)
     template_kwargs = _accepted_kwargs(kwargs, source)
     limits = RenderLimits(config.limits.render_timeout_s, config.limits.max_template_output_chars)
-    try:
-        text = render_chat_template(
-            source,
-            turns,
-            tools=tools,
-            documents=template_kwargs.pop("documents", None),
-            add_generation_prompt=bool(template_kwargs.pop("add_generation_prompt", False)),
-            continue_final_message=template_kwargs.pop("continue_final_message", False),
-            special_tokens_map=bundle.special_tokens_map,
-            template_kwargs=template_kwargs,
-            limits=limits,
+
+    def render(conversation_turns: list[dict[str, Any]]) -> str:
+        options = dict(template_kwargs)
+        try:
+            return render_chat_template(
+                source,
+                conversation_turns,
+                tools=tools,
+                documents=options.pop("documents", None),
+                add_generation_prompt=bool(options.pop("add_generation_prompt", False)),
+                continue_final_message=options.pop("continue_final_message", False),
+                special_tokens_map=bundle.special_tokens_map,
+                template_kwargs=options,
+                limits=limits,
+            )
+        except TemplateRenderError as exc:
+            raise BadRequestError(sanitize_message(str(exc))) from exc
+
+    if not conversation.prompt_embeds:
+        return _Rendered(render(turns), conversation.images, [])
+    spec = embeds_spec(bundle)
+    counts = [embeds_token_count(data, spec) for data in conversation.prompt_embeds]
+    visible = _visible_embeds(render(turns), counts)
+    # vLLM renders again with every marker replaced by the one placeholder token.
+    return _Rendered(render(_unmarked(turns, len(counts))), conversation.images, visible)
+
+
+def _visible_embeds(text: str, counts: list[int]) -> list[int]:
+    """vLLM's _filter_prompt_embeds_by_template: the parts the template shows, in order."""
+    shown: list[tuple[int, int]] = []
+    for index, count in enumerate(counts):
+        marker = placeholder_marker(index)
+        occurrences = text.count(marker)
+        if occurrences > 1:
+            raise BadRequestError(
+                f"Chat template rendered prompt_embeds placeholder {marker!r} {occurrences} times; "
+                "each placeholder must appear at most once."
+            )
+        if occurrences == 1:
+            shown.append((text.index(marker), count))
+    return [count for _, count in sorted(shown)]
+
+
+def _unmarked(value: Any, marker_count: int) -> Any:
+    """The conversation with each placeholder_marker(i) replaced by the placeholder token."""
+    if isinstance(value, str):
+        for index in range(marker_count):
+            value = value.replace(placeholder_marker(index), PLACEHOLDER_TOKEN)
+        return value
+    if isinstance(value, list):
+        return [_unmarked(item, marker_count) for item in value]
+    if isinstance(value, dict):
+        return {key: _unmarked(item, marker_count) for key, item in value.items()}
+    return value
+
+
+def _expand_embeds(ids: list[int], counts: list[int], token_id: int | None) -> list[int]:
+    """Each placeholder token becomes a span of its embedding's length (vLLM's
+    _apply_prompt_embeds_to_prompt)."""
+    if not counts:
+        return ids
+    found = ids.count(token_id) if token_id is not None else 0
+    if found != len(counts):
+        raise BadRequestError(
+            f"Expected {len(counts)} prompt_embeds placeholder tokens in the rendered prompt, found {found}."
         )
-    except TemplateRenderError as exc:
-        raise BadRequestError(sanitize_message(str(exc))) from exc
-    return text, conversation.images
+    spans = iter(counts)
+    out: list[int] = []
+    for token in ids:
+        if token == token_id:
+            out.extend([token] * next(spans))
+        else:
+            out.append(token)
+    return out
 
 
 def _accepted_kwargs(kwargs: dict[str, Any], source: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from render_service.render.context import RenderContext
 from render_service.render.generate_request import generate_request, sampling_inputs
 from render_service.render.messages import PROMPT_EMBEDS_DISABLED
 from render_service.render.mistral import mistral_encode
+from render_service.render.prompt_embeds import embeds_spec, embeds_token_count
 from render_service.render.prompt_limits import TokenizeLimits, max_tokens_for
 from render_service.render.sampling import SamplingInputs, build_sampling_params
 
@@ -28,7 +29,13 @@ def render_completion(ctx: RenderContext, body: object, request_id_header: str |
     bundle = ctx.bundle
     check_mm_kwargs(request, ctx.config.trust_request_mm_kwargs)
     limits = _completion_limits(bundle, request)
+    if request.prompt_embeds is not None:
+        _check_prompt_embeds(ctx, request, limits)
     prompts = _completion_prompts(bundle, request, limits)
+    if request.prompt_embeds is not None:
+        # vLLM renders embeddings first (they take priority over `prompt`) into an engine input
+        # with no token ids, which its render server refuses.
+        raise BadRequestError("No token_ids rendered")
     base_id = f"cmpl-{request_id_header if request_id_header is not None else request.request_id}"
     out = []
     for index, (token_ids, offsets) in enumerate(prompts):
@@ -51,14 +58,31 @@ def render_completion(ctx: RenderContext, body: object, request_id_header: str |
 
 
 def _check_completion_inputs(request: CompletionRequest) -> None:
+    """vLLM's online_renderer.render_completion refusals, in its order."""
+    embeds = request.prompt_embeds is not None
     if request.suffix is not None:
         if request.echo:
             raise BadRequestError("Echo is unsupported with suffix.", param="suffix")
+        if embeds:
+            raise BadRequestError("suffix is not supported with prompt_embeds", param="suffix")
         raise BadRequestError(
             "suffix is only supported for models with FIM completion rendering", param="suffix"
         )
-    if request.prompt_embeds is not None:
+    if embeds and request.echo:
+        raise BadRequestError("Echo is unsupported with prompt embeds.")
+    if embeds and request.prompt_logprobs is not None:
+        raise BadRequestError("prompt_logprobs is not compatible with prompt embeds.")
+
+
+def _check_prompt_embeds(ctx: RenderContext, request: CompletionRequest, limits: TokenizeLimits) -> None:
+    """Validate each embedding as vLLM does; rendering stops after (see render_completion)."""
+    if not ctx.config.enable_prompt_embeds:
         raise vllm_validation_error(PROMPT_EMBEDS_DISABLED + ".", parameter="prompt_embeds")
+    items = request.prompt_embeds if isinstance(request.prompt_embeds, list) else [request.prompt_embeds]
+    spec = embeds_spec(ctx.bundle)
+    counts = [embeds_token_count(item, spec) for item in items if item is not None]  # all load first
+    for count in counts:
+        limits.check_tokens([0] * count, counted_whole=True)  # embeddings count as tokens
 
 
 def _completion_limits(bundle: ModelBundle, request: CompletionRequest) -> TokenizeLimits:

@@ -18,7 +18,10 @@ has an image family: "openai" templates get `{"type": "image"}` where the part w
 templates get the family's placeholder text, put in front of the message's text unless
 `--interleave-mm-strings` (vLLM `get_full_multimodal_text_prompt`). Parts vLLM does not know
 keep their extra fields (e.g. `cache_control`) in "openai" format, as vLLM passes them on.
-Audio, video and embedding parts are refused with a clear 400.
+With --enable-prompt-embeds a `prompt_embeds` part (or an assistant `reasoning` given as one)
+becomes the text `placeholder_marker(i)` where it stood, its payload kept for the caller to
+validate (`render.chat_prompt`), and text holding the placeholder token is refused; without
+the flag it is vLLM's 400. Audio, video and media-embedding parts are refused with a clear 400.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from render_service.errors import BadRequestError
 from render_service.mm.refs import ImageRef, ImageSlots
 from render_service.protocol import vllm_validation_error
 from render_service.protocol.content import MEDIA_PART_TYPES
+from render_service.render.prompt_embeds import PLACEHOLDER_TOKEN, placeholder_marker
 
 __all__ = [
     "Conversation",
@@ -66,6 +70,41 @@ _SEPARATOR = "\n"  # vLLM multimodal_content_part_separator
 class Conversation:
     messages: list[dict[str, Any]]
     images: list[ImageRef] = field(default_factory=list)
+    # --enable-prompt-embeds: the base64 payload behind each placeholder_marker(i), in order.
+    prompt_embeds: list[bytes] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Media:
+    """Where a conversation's non-text parts go while its messages are parsed."""
+
+    images: ImageSlots | None
+    conversation: Conversation
+    embeds_enabled: bool
+
+    def add_prompt_embeds(self, part: dict[str, Any]) -> str:
+        """vLLM's prompt_embeds part: its marker text; the payload is validated later, as
+        vLLM's async tracker resolves it after parsing."""
+        if not self.embeds_enabled:
+            raise _multimodal_error("prompt_embeds")
+        data = part.get("data")
+        if not data:
+            raise vllm_validation_error(_PROMPT_EMBEDS_MISSING_DATA, parameter="prompt_embeds")
+        if not isinstance(data, str):
+            raise BadRequestError("prompt_embeds data must be a base64 string", param="prompt_embeds")
+        embeds = self.conversation.prompt_embeds
+        embeds.append(data.encode())
+        return placeholder_marker(len(embeds) - 1)
+
+    def check_text(self, text: Any) -> None:
+        """vLLM refuses text holding the placeholder token: it would fake a splice point."""
+        if self.embeds_enabled and isinstance(text, str) and PLACEHOLDER_TOKEN in text:
+            raise vllm_validation_error(
+                f"Text content may not contain the reserved placeholder {PLACEHOLDER_TOKEN!r}. This "
+                "placeholder is used internally to mark `prompt_embeds` splice positions in the "
+                "tokenized prompt.",
+                parameter="messages",
+            )
 
 
 class _Image:
@@ -84,7 +123,11 @@ def count_history_tool_calls(messages: list[dict[str, Any]]) -> int:
 
 
 def build_conversation(
-    messages: list[dict[str, Any]], content_format: ContentFormat, images: ImageSlots | None = None
+    messages: list[dict[str, Any]],
+    content_format: ContentFormat,
+    images: ImageSlots | None = None,
+    *,
+    prompt_embeds: bool = False,
 ) -> Conversation:
     """The conversation vLLM hands to `apply_chat_template`, and the request's image parts.
 
@@ -93,8 +136,9 @@ def build_conversation(
             for a model that takes no images.
     """
     conversation = Conversation([])
+    media = _Media(images, conversation, prompt_embeds)
     for index, message in enumerate(messages):
-        conversation.messages.append(_convert_message(index, message, content_format, images, conversation.images))
+        conversation.messages.append(_convert_message(index, message, content_format, media))
     for message in conversation.messages:
         _postprocess_tool_calls(message)
     return conversation
@@ -104,14 +148,15 @@ def _convert_message(
     index: int,
     message: Any,
     content_format: ContentFormat,
-    images: ImageSlots | None,
-    image_refs: list[ImageRef],
+    media: _Media,
 ) -> dict[str, Any]:
     if not isinstance(message, dict) or not isinstance(message.get("role"), str):
         raise BadRequestError(
             f"messages[{index}] must be an object with a string 'role'", param=f"messages.{index}"
         )
     role = message["role"]
+    # vLLM parses a prompt_embeds `reasoning` before the content (so its embedding comes first).
+    reasoning = _reasoning_embeds(message.get("reasoning"), media) if role == "assistant" else None
     content = message.get("content")
     if content is None:
         parts: list[Any] = []
@@ -126,14 +171,11 @@ def _convert_message(
         )
     if role == "system":
         parts = _strip_billing_header(parts)
-    converted = _parse_parts(role, parts, content_format == "openai", images, image_refs)
+    converted = _parse_parts(role, parts, content_format == "openai", media)
     if role == "assistant":
         if message.get("tool_calls") is not None:
             converted["tool_calls"] = _copy_tool_calls(message["tool_calls"])
-        reasoning = message.get("reasoning")
         if reasoning is not None:
-            if isinstance(reasoning, dict):
-                raise _multimodal_error("prompt_embeds")
             converted["reasoning"] = reasoning
             converted["reasoning_content"] = reasoning
     elif role == "tool":
@@ -149,24 +191,31 @@ def _convert_message(
     return converted
 
 
-def _parse_parts(
-    role: str, parts: list[Any], wrap: bool, images: ImageSlots | None, image_refs: list[ImageRef]
-) -> dict[str, Any]:
+def _reasoning_embeds(reasoning: Any, media: _Media) -> Any:
+    """An assistant `reasoning` given as a prompt_embeds part becomes its marker text."""
+    if not isinstance(reasoning, dict):
+        return reasoning
+    if reasoning.get("type") != "prompt_embeds":
+        raise _multimodal_error("prompt_embeds")
+    return media.add_prompt_embeds(reasoning)
+
+
+def _parse_parts(role: str, parts: list[Any], wrap: bool, media: _Media) -> dict[str, Any]:
     items: list[Any] = []
     for part in parts:
-        parsed = _parse_part(part, wrap=wrap)
+        parsed = _parse_part(part, wrap=wrap, media=media)
         if isinstance(parsed, ImageRef):
-            if images is None:
+            if media.images is None:
                 raise BadRequestError(
                     "This model does not take image inputs; send text content only.", param="messages"
                 )
-            image_refs.append(parsed)
+            media.conversation.images.append(parsed)
             parsed = {"type": "image", **_extra_fields(part)} if wrap else _Image()
         if parsed is not None:
             items.append(parsed)
     if wrap:
         return {"role": role, "content": items}
-    return {"role": role, "content": _string_content(items, images)}
+    return {"role": role, "content": _string_content(items, media.images)}
 
 
 def _string_content(items: list[Any], images: ImageSlots | None) -> str:
@@ -190,26 +239,31 @@ def _string_content(items: list[Any], images: ImageSlots | None) -> str:
     return _SEPARATOR.join([*front, text] if text else front)
 
 
-def _parse_part(part: Any, *, wrap: bool) -> Any:
+def _parse_part(part: Any, *, wrap: bool, media: _Media) -> Any:
     if isinstance(part, str):
+        media.check_text(part)
         return {"type": "text", "text": part} if wrap else part
     if not isinstance(part, dict):
         raise BadRequestError("content parts must be strings or objects", param="messages")
     part_type = part.get("type")
     if part_type is None:
-        part_type = _untyped_part_type(part)
+        part_type = "prompt_embeds" if media.embeds_enabled and "prompt_embeds" in part else _untyped_part_type(part)
     if not isinstance(part_type, str):
         raise vllm_validation_error("Invalid 'type' field in multimodal part.", parameter="type")
     if part_type in _TEXT_KEY:
         text = part.get(_TEXT_KEY[part_type])
         if text is None and part_type in _SKIP_WHEN_NONE:
             return None
+        media.check_text(text)
         return {"type": "text", "text": text, **_extra_fields(part)} if wrap else text
     if part_type == "tool_reference":
         name = part.get("name")
         return {"type": "tool_reference", "name": name} if wrap else name
     if part_type in _IMAGE_PART_TYPES:
         return _image_ref(part, part_type)
+    if part_type == "prompt_embeds":
+        marker = media.add_prompt_embeds(part)  # chat templates see it as text
+        return {"type": "text", "text": marker} if wrap else marker
     if part_type in MEDIA_PART_TYPES:
         raise _multimodal_error(part_type)
     raise vllm_validation_error(
@@ -269,9 +323,11 @@ def _extra_fields(part: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in part.items() if key not in _KNOWN_PART_FIELDS}
 
 
-# vLLM 0.33's text when prompt embeddings arrive without --enable-prompt-embeds (this
-# service has no such flag: embeddings are tensors it cannot validate without torch).
+# vLLM 0.33's texts: prompt embeddings without --enable-prompt-embeds, and a part without data.
 PROMPT_EMBEDS_DISABLED = "You must set `--enable-prompt-embeds` to input `prompt_embeds`"
+_PROMPT_EMBEDS_MISSING_DATA = (
+    "prompt_embeds content part requires a non-empty `data` field with base64-encoded tensor bytes."
+)
 
 
 def _multimodal_error(part_type: str) -> BadRequestError:

@@ -67,15 +67,17 @@ class TokenizeLimits:
             return text[:max_chars]
         return text
 
-    def check_tokens(self, ids: list[int]) -> list[int]:
-        """Truncation, then the token bound (vLLM reports 'at least N+1' past the limit)."""
+    def check_tokens(self, ids: list[int], *, counted_whole: bool = False) -> list[int]:
+        """Truncation, then the token bound (vLLM reports 'at least N+1' past the limit when
+        it tokenized with max_length; `counted_whole`: ids it did not tokenize so, e.g.
+        embeddings or a template that tokenized, are reported by their exact count)."""
         ids = self._truncate(ids)
         total = self.max_total_tokens
         if total is None or len(ids) <= total:
             return ids
         # vLLM tokenizes with max_length = max_model_len + 1, so it sees at most that many.
-        count = total + 1 if self.truncate_prompt_tokens is None else len(ids)
-        qualifier = "at least " if count == total + 1 else ""
+        count = total + 1 if self.truncate_prompt_tokens is None and not counted_whole else len(ids)
+        qualifier = "at least " if count == total + 1 and not counted_whole else ""
         raise vllm_validation_error(
             f"This model's maximum context length is {total} tokens. However, your prompt "
             f"contains {qualifier}{count} input tokens, which exceeds this limit even without "

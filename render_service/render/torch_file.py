@@ -1,0 +1,612 @@
+"""Read the header of a `torch.save` file without torch: what `torch.load(weights_only=True)`
+would build, reduced to the shape and dtype of a tensor.
+
+Both formats torch writes are read: the zip archive (`<name>/data.pkl` plus one record per
+storage under `<name>/data/`) and the legacy stream of pickles (magic number, protocol,
+system info, the object, the storage keys, then the raw storages). The pickles run through
+`_WeightsOnlyUnpickler`, a port of torch's `_weights_only_unpickler.Unpickler`: the same
+opcodes, the same allowlist of globals and the same refusals, so an unsafe payload fails
+here for the reason it fails in torch (nothing in it is ever imported or called). The
+errors are the Python exceptions torch would raise (`UnpicklingError`, `KeyError`,
+`EOFError`, ...) with torch's messages where the message is torch's own; vLLM quotes them.
+
+Tensors are `TensorHeader`s; storages are checked for size as torch's `set_` does. Tensor
+kinds torch allows but a render tier has no use for (sparse, quantized, nested, meta,
+subclass wrappers, numpy rebuilds) raise `UnsupportedTensorError`.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import struct
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pickle import UnpicklingError
+from typing import Any
+
+__all__ = [
+    "DTYPE_SIZES",
+    "TensorHeader",
+    "UnsupportedTensorError",
+    "load_weights_only",
+    "weights_only_message",
+]
+
+# torch dtype name -> element size in bytes (torch._utils._element_size).
+DTYPE_SIZES: dict[str, int] = {
+    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
+    "int16": 2, "int8": 1, "uint8": 1, "bool": 1, "complex128": 16, "complex64": 8,
+    "complex32": 4, "qint8": 1, "qint32": 4, "quint8": 1, "quint4x2": 1, "quint2x4": 1,
+    "uint16": 2, "uint32": 4, "uint64": 8, "float8_e4m3fn": 1, "float8_e5m2": 1,
+    "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1, "float8_e8m0fnu": 1, "float4_e2m1fn_x2": 1,
+    "bits1x8": 1, "bits2x4": 1, "bits4x2": 1, "bits8": 1, "bits16": 2,
+    "uint1": 1, "uint2": 1, "uint3": 1, "uint4": 1, "uint5": 1, "uint6": 1, "uint7": 1,
+    "int1": 1, "int2": 1, "int3": 1, "int4": 1, "int5": 1, "int6": 1, "int7": 1,
+}  # fmt: skip
+FLOAT_DTYPES = frozenset(
+    {"float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
+     "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu"}
+)  # fmt: skip
+# torch.storage._dtype_to_storage_type_map(): the typed storage classes of torch.save.
+_STORAGE_DTYPES = {
+    "DoubleStorage": "float64", "FloatStorage": "float32", "HalfStorage": "float16",
+    "LongStorage": "int64", "IntStorage": "int32", "ShortStorage": "int16",
+    "CharStorage": "int8", "ByteStorage": "uint8", "BoolStorage": "bool",
+    "BFloat16Storage": "bfloat16", "ComplexDoubleStorage": "complex128",
+    "ComplexFloatStorage": "complex64", "QInt8Storage": "qint8", "QInt32Storage": "qint32",
+    "QUInt8Storage": "quint8", "QUInt4x2Storage": "quint4x2", "QUInt2x4Storage": "quint2x4",
+}  # fmt: skip
+_CUDA_STORAGES = ("Double", "ComplexDouble", "ComplexFloat", "Long", "Byte", "BFloat16", "Char",
+                  "Float", "Half", "Short", "Int", "Bool")  # fmt: skip
+_LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
+_LEGACY_PROTOCOL = 1001
+_BLOCKED_MODULES = ("sys", "os", "posix", "nt")
+# Allowed by torch but not something a prompt embedding can be (see the module docstring).
+_UNSUPPORTED_REBUILDS = (
+    "_rebuild_qtensor", "_rebuild_sparse_tensor", "_rebuild_meta_tensor_no_storage",
+    "_rebuild_nested_tensor", "_rebuild_wrapper_subclass", "_rebuild_device_tensor_from_numpy",
+    "_rebuild_device_tensor_from_cpu_tensor", "_rebuild_parameter_with_state",
+)  # fmt: skip
+_NJT_GLOBALS = (
+    "torch.nested._internal.nested_tensor.NestedTensor",
+    "torch.nested._internal.nested_tensor._rebuild_njt",
+    "torch._dynamo.decorators._DimRange",
+)
+_DTENSOR_GLOBALS = (
+    "torch.distributed.device_mesh.DeviceMesh",
+    "torch.distributed.tensor._dtensor_spec.DTensorSpec",
+    "torch.distributed.tensor._dtensor_spec.TensorMeta",
+    "torch.distributed.tensor.DTensor",
+    "torch.distributed.tensor.placement_types.Partial",
+    "torch.distributed.tensor.placement_types.Replicate",
+    "torch.distributed.tensor.placement_types.Shard",
+)
+# torch.serialization's texts, which torch.load puts around an UnpicklingError.
+_UNSAFE_MESSAGE = (
+    "In PyTorch 2.6, we changed the default value of the `weights_only` argument in `torch.load` "
+    "from `False` to `True`. Re-running `torch.load` with `weights_only` set to `False` will likely succeed, "
+    "but it can result in arbitrary code execution. Do it only if you got the file from a "
+    "trusted source."
+)
+_DOCS_MESSAGE = (
+    "\n\nCheck the documentation of torch.load to learn more about types accepted by default with "
+    "weights_only https://pytorch.org/docs/stable/generated/torch.load.html."
+)
+
+
+# What torch's zip reader (caffe2 PyTorchStreamReader, over miniz) appends to its errors.
+_MINIZ_HINT = (
+    ". This is an internal miniz error. If you are seeing this error, there is a high likelihood "
+    "that your checkpoint file is corrupted. This can happen if the checkpoint was not saved "
+    "properly, was transferred incorrectly, or the file was modified after saving."
+)
+
+
+class UnsupportedTensorError(Exception):
+    """A payload torch would load but this service does not read (sparse, quantized, ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TensorHeader:
+    """What a render needs of a loaded tensor."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def numel(self) -> int:
+        count = 1
+        for size in self.shape:
+            count *= size
+        return count
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * DTYPE_SIZES[self.dtype]
+
+    @property
+    def is_floating_point(self) -> bool:
+        return self.dtype in FLOAT_DTYPES
+
+
+@dataclass(frozen=True, slots=True)
+class _Global:
+    """An allowlisted global, by torch's dotted name (never imported)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class _StorageType:
+    dtype: str | None  # None: torch.storage.UntypedStorage (bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class _Storage:
+    dtype: str
+    nbytes: int
+
+
+class _OrderedDict(dict[Any, Any]):
+    """collections.OrderedDict as torch's unpickler builds it (BUILD updates its __dict__)."""
+
+
+def _allowed_globals() -> dict[str, Any]:
+    """torch's `_get_allowed_globals()`, by name."""
+    names = [
+        "collections.OrderedDict", "collections.Counter", "torch.nn.parameter.Parameter",
+        "torch.serialization._get_layout", "torch.Size", "torch.Tensor", "torch.device",
+        "_codecs.encode", "builtins.bytearray", "builtins.set", "builtins.complex",
+        "torch._tensor._rebuild_from_type_v2",
+        "torch.per_tensor_affine", "torch.per_tensor_symmetric", "torch.per_channel_affine",
+        "torch.per_channel_symmetric", "torch.per_channel_affine_float_qparams",
+    ]  # fmt: skip
+    names += [f"torch.{dtype}" for dtype in DTYPE_SIZES]
+    names += [f"torch._utils.{name}" for name in _UNSUPPORTED_REBUILDS]
+    names += ["torch._utils._rebuild_parameter", "torch._utils._rebuild_tensor",
+              "torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_tensor_v3"]  # fmt: skip
+    for kind in ("Double", "Float", "Long", "Int", "Short", "Char", "Byte", "Bool", "Half",
+                 "BFloat16", "ComplexDouble", "ComplexFloat"):  # fmt: skip
+        names += [f"torch.{kind}Tensor", f"torch.cuda.{kind}Tensor"]
+    for kind in ("Double", "Float", "Long", "Int", "Short", "Char", "Byte", "Bool", "Half", "BFloat16"):
+        names.append(f"torch.sparse.{kind}Tensor")
+    table: dict[str, Any] = {name: _Global(name) for name in names}
+    for storage, dtype in _STORAGE_DTYPES.items():
+        table[f"torch.{storage}"] = _StorageType(dtype)
+    for kind in _CUDA_STORAGES:
+        table[f"torch.cuda.{kind}Storage"] = _StorageType(_STORAGE_DTYPES[f"{kind}Storage"])
+    table["torch.storage.UntypedStorage"] = _StorageType(None)
+    table["torch.storage.TypedStorage"] = _Global("torch.storage.TypedStorage")
+    return table
+
+
+_ALLOWED = _allowed_globals()
+_ALLOWED_VALUES = frozenset(id(value) for value in _ALLOWED.values())
+# Python 2 module names torch maps (torch._utils IMPORT_MAPPING / NAME_MAPPING, the ones that
+# can reach an allowlisted name).
+_IMPORT_MAPPING = {"__builtin__": "builtins", "copy_reg": "copyreg"}
+
+
+def _unsupported_global(full_path: str) -> UnpicklingError:
+    if full_path.startswith("builtins"):
+        rest = full_path[len("builtins"):]
+        full_path = rest[1:] if rest.startswith(".") else "builtins" + rest
+    return UnpicklingError(
+        f"Unsupported global: GLOBAL {full_path} was not an allowed global by default. "
+        f"Please use `torch.serialization.add_safe_globals([{full_path}])` or the "
+        f"`torch.serialization.safe_globals([{full_path}])` context manager to allowlist this global "
+        "if you trust this class/function."
+    )
+
+
+def _type_name(value: Any) -> str:
+    """Python's `<class '...'>` for the types a weights-only pickle can hold."""
+    if isinstance(value, _OrderedDict):
+        return "<class 'collections.OrderedDict'>"
+    if isinstance(value, TensorHeader):
+        return "<class 'torch.Tensor'>"
+    return str(type(value))
+
+
+class _WeightsOnlyUnpickler:
+    """torch's weights-only Unpickler, with storages and tensors as headers."""
+
+    def __init__(self, file: io.BytesIO, persistent_load: Callable[[Any], Any]) -> None:
+        self.read = file.read
+        self.readline = file.readline
+        self.persistent_load = persistent_load
+        self.memo: dict[int, Any] = {}
+
+    def load(self) -> Any:
+        self.metastack: list[list[Any]] = []
+        self.stack: list[Any] = []
+        while True:
+            key = self.read(1)
+            if not key:
+                raise EOFError
+            op = key[0]
+            if op == pickle.STOP[0]:
+                return self.stack.pop()
+            handler = _OPCODES.get(op)
+            if handler is None:
+                raise UnpicklingError(f"Unsupported operand {op}")
+            handler(self)
+
+    # -- opcodes, as torch's Unpickler.load handles them -----------------------------------------
+
+    def _global(self) -> None:
+        module = self.readline()[:-1].decode("utf-8")
+        name = self.readline()[:-1].decode("utf-8")
+        module = _IMPORT_MAPPING.get(module, module)
+        full_path = f"{module}.{name}"
+        if module in _BLOCKED_MODULES:
+            raise UnpicklingError(
+                f"Trying to load unsupported GLOBAL {full_path} whose module {module} is blocked."
+            )
+        if full_path in _ALLOWED:
+            self.stack.append(_ALLOWED[full_path])
+        elif full_path in _NJT_GLOBALS:
+            raise UnpicklingError(
+                "``torch.nested`` and ``torch._dynamo`` must be imported to load nested jagged tensors (NJTs)"
+            )
+        elif full_path in _DTENSOR_GLOBALS:
+            raise UnpicklingError("``torch.distributed.tensor`` must be imported to load DTensors")
+        else:
+            raise _unsupported_global(full_path)
+
+    def _newobj(self) -> None:
+        self.stack.pop()
+        cls = self.stack.pop()
+        if isinstance(cls, (_Global, _StorageType)):
+            raise UnsupportedTensorError(f"creating {_describe(cls)} objects")
+        raise UnpicklingError(
+            "Can only create new object for nn.Parameter or classes allowlisted "
+            f"via `add_safe_globals` but got {cls}"
+        )
+
+    def _reduce(self) -> None:
+        args = self.stack.pop()
+        func = self.stack[-1]
+        if id(func) not in _ALLOWED_VALUES:
+            raise UnpicklingError(f"Trying to call reduce for unrecognized function {func}")
+        self.stack[-1] = _call(func, args)
+
+    def _build(self) -> None:
+        self.stack.pop()  # the state
+        inst = self.stack[-1]
+        if isinstance(inst, _OrderedDict):
+            return  # torch updates the OrderedDict's __dict__: attributes, not items
+        if isinstance(inst, TensorHeader):
+            raise UnsupportedTensorError("tensor state set by BUILD")
+        raise UnpicklingError(
+            "Can only build Tensor, Parameter, OrderedDict or types allowlisted "
+            f"via `add_safe_globals`, but got {_type_name(inst)}"
+        )
+
+    def _append(self) -> None:
+        item = self.stack.pop()
+        target = self.stack[-1]
+        if type(target) is not list:
+            raise UnpicklingError(f"Can only append to lists, but got {_type_name(target)}")
+        target.append(item)
+
+    def _appends(self) -> None:
+        items = self._pop_mark()
+        target = self.stack[-1]
+        if type(target) is not list:
+            raise UnpicklingError(f"Can only extend lists, but got {_type_name(target)}")
+        target.extend(items)
+
+    def _setitem(self) -> None:
+        value, key = self.stack.pop(), self.stack.pop()
+        self._check_set_item_target("SETITEM")
+        self.stack[-1][key] = value
+
+    def _setitems(self) -> None:
+        items = self._pop_mark()
+        self._check_set_item_target("SETITEMS")
+        for index in range(0, len(items), 2):
+            self.stack[-1][items[index]] = items[index + 1]
+
+    def _mark(self) -> None:
+        self.metastack.append(self.stack)
+        self.stack = []
+
+    def _tuple(self) -> None:
+        items = self._pop_mark()  # replaces self.stack: append after it
+        self.stack.append(tuple(items))
+
+    def _tuple1(self) -> None:
+        self.stack[-1] = (self.stack[-1],)
+
+    def _tuple2(self) -> None:
+        self.stack[-2:] = [(self.stack[-2], self.stack[-1])]
+
+    def _tuple3(self) -> None:
+        self.stack[-3:] = [(self.stack[-3], self.stack[-2], self.stack[-1])]
+
+    def _binint(self) -> None:
+        self.stack.append(struct.unpack("<i", self.read(4))[0])
+
+    def _binint1(self) -> None:
+        self.stack.append(self.read(1)[0])
+
+    def _binint2(self) -> None:
+        self.stack.append(struct.unpack("<H", self.read(2))[0])
+
+    def _binfloat(self) -> None:
+        self.stack.append(struct.unpack(">d", self.read(8))[0])
+
+    def _binunicode(self) -> None:
+        size = struct.unpack("<I", self.read(4))[0]
+        self.stack.append(str(self.read(size), "utf-8", "surrogatepass"))
+
+    def _short_binstring(self) -> None:
+        size = self.read(1)[0]
+        self.stack.append(self.read(size).decode("utf-8", "strict"))  # torch.load's encoding
+
+    def _binpersid(self) -> None:
+        pid = self.stack.pop()
+        if type(pid) is not tuple and type(pid) is not int:
+            raise UnpicklingError(f"persistent_load id must be tuple or int, but got {type(pid)}")
+        if type(pid) is tuple and len(pid) > 0 and _ascii(pid[0]) != "storage":
+            raise UnpicklingError(f"Only persistent_load of storage is allowed, but got {type(pid[0])}")
+        self.stack.append(self.persistent_load(pid))
+
+    def _binget(self) -> None:
+        self.stack.append(self.memo[self.read(1)[0]])
+
+    def _long_binget(self) -> None:
+        self.stack.append(self.memo[struct.unpack("<I", self.read(4))[0]])
+
+    def _binput(self) -> None:
+        self.memo[self.read(1)[0]] = self.stack[-1]
+
+    def _long_binput(self) -> None:
+        self.memo[struct.unpack("<I", self.read(4))[0]] = self.stack[-1]
+
+    def _long1(self) -> None:
+        size = self.read(1)[0]
+        self.stack.append(pickle.decode_long(self.read(size)))
+
+    def _proto(self) -> None:
+        self.read(1)
+
+    def _pop_mark(self) -> list[Any]:
+        items = self.stack
+        self.stack = self.metastack.pop()
+        return items
+
+    def _check_set_item_target(self, opcode: str) -> None:
+        if type(self.stack[-1]) not in (dict, _OrderedDict):
+            raise UnpicklingError(
+                f"Can only {opcode} for dict, collections.OrderedDict, "
+                f"collections.Counter, but got {_type_name(self.stack[-1])}"
+            )
+
+
+def _push(value: Any) -> Callable[[_WeightsOnlyUnpickler], None]:
+    """An opcode that pushes a constant (a fresh one for list, dict and set)."""
+
+    def push(self: _WeightsOnlyUnpickler) -> None:
+        self.stack.append(value() if callable(value) else value)
+
+    return push
+
+
+_U = _WeightsOnlyUnpickler
+_OPCODES: dict[int, Callable[[_WeightsOnlyUnpickler], None]] = {
+    pickle.GLOBAL[0]: _U._global, pickle.NEWOBJ[0]: _U._newobj, pickle.REDUCE[0]: _U._reduce,
+    pickle.BUILD[0]: _U._build, pickle.APPEND[0]: _U._append, pickle.APPENDS[0]: _U._appends,
+    pickle.SETITEM[0]: _U._setitem, pickle.SETITEMS[0]: _U._setitems, pickle.MARK[0]: _U._mark,
+    pickle.TUPLE[0]: _U._tuple, pickle.TUPLE1[0]: _U._tuple1, pickle.TUPLE2[0]: _U._tuple2,
+    pickle.TUPLE3[0]: _U._tuple3, pickle.NONE[0]: _push(None),
+    pickle.NEWFALSE[0]: _push(False), pickle.NEWTRUE[0]: _push(True),
+    pickle.EMPTY_TUPLE[0]: _push(()), pickle.EMPTY_LIST[0]: _push(list),
+    pickle.EMPTY_DICT[0]: _push(dict), pickle.EMPTY_SET[0]: _push(set),
+    pickle.BININT[0]: _U._binint, pickle.BININT1[0]: _U._binint1, pickle.BININT2[0]: _U._binint2,
+    pickle.BINFLOAT[0]: _U._binfloat, pickle.BINUNICODE[0]: _U._binunicode,
+    pickle.SHORT_BINSTRING[0]: _U._short_binstring, pickle.BINPERSID[0]: _U._binpersid,
+    pickle.BINGET[0]: _U._binget, pickle.LONG_BINGET[0]: _U._long_binget,
+    pickle.BINPUT[0]: _U._binput, pickle.LONG_BINPUT[0]: _U._long_binput,
+    pickle.LONG1[0]: _U._long1, pickle.PROTO[0]: _U._proto,
+}  # fmt: skip
+
+
+def _ascii(value: Any) -> Any:
+    """torch.serialization._maybe_decode_ascii."""
+    return value.decode("ascii") if isinstance(value, bytes) else value
+
+
+def _describe(value: Any) -> str:
+    return value.name if isinstance(value, _Global) else "storage"
+
+
+def _call(func: Any, args: Any) -> Any:
+    """An allowlisted REDUCE: the rebuilds of plain tensors; the other allowed calls only as
+    far as a tensor payload needs them."""
+    if not isinstance(args, tuple):
+        raise TypeError("argument list must be a tuple")
+    if isinstance(func, _StorageType):
+        raise UnsupportedTensorError("storages built by REDUCE")
+    name = func.name
+    if name in ("torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_tensor"):
+        storage, offset, size, stride = args[:4]
+        return _rebuild(storage, offset, size, stride, storage.dtype if isinstance(storage, _Storage) else None)
+    if name == "torch._utils._rebuild_tensor_v3":
+        storage, offset, size, stride, _grad, _hooks, dtype = args[:7]
+        return _rebuild(storage, offset, size, stride, dtype.name.removeprefix("torch.") if isinstance(dtype, _Global) else None)
+    if name == "torch._utils._rebuild_parameter":
+        if not isinstance(args[0], TensorHeader):
+            raise TypeError(f"_rebuild_parameter() expects a tensor, got {type(args[0]).__name__}")
+        return args[0]
+    if name == "collections.OrderedDict":
+        return _OrderedDict(*args)
+    if name == "torch.Size":
+        return tuple(*args)
+    if name == "builtins.set":
+        return set(*args)
+    if name == "_codecs.encode":
+        text, encoding = args
+        return str(text).encode(encoding)
+    raise UnsupportedTensorError(name)
+
+
+def _rebuild(storage: Any, offset: Any, size: Any, stride: Any, dtype: str | None) -> TensorHeader:
+    if not isinstance(storage, _Storage) or dtype is None:
+        raise UnsupportedTensorError("a tensor without a typed storage")
+    if not all(type(v) is int for v in (offset, *size, *stride)) or len(size) != len(stride):
+        raise UnsupportedTensorError("a tensor with malformed sizes or strides")
+    shape = tuple(size)
+    item = DTYPE_SIZES[dtype]
+    needed = 0 if 0 in shape else (offset + sum((s - 1) * st for s, st in zip(shape, stride, strict=True)) + 1) * item
+    if needed > storage.nbytes:
+        raise RuntimeError(
+            f"setStorage: sizes {list(shape)}, strides {list(stride)}, storage offset {offset}, "
+            f"and itemsize {item} requiring a storage size of {needed} are out of bounds for "
+            f"storage of size {storage.nbytes}"
+        )
+    return TensorHeader(shape, dtype)
+
+
+def _storage_dtype(storage_type: Any) -> str:
+    if not isinstance(storage_type, _StorageType):
+        raise AttributeError(f"'{type(storage_type).__name__}' object has no attribute 'dtype'")
+    return storage_type.dtype or "uint8"
+
+
+# -- the two file formats --------------------------------------------------------------------------
+
+
+def load_weights_only(payload: bytes) -> Any:
+    """`torch.load(BytesIO(payload), weights_only=True)`, tensors as `TensorHeader`s.
+
+    Raises what torch would (see the module docstring); an UnpicklingError carries torch's
+    wrapped text (`weights_only_message`).
+    """
+    try:
+        if payload[:4] == b"PK\x03\x04":
+            return _load_zip(payload)
+        return _load_legacy(io.BytesIO(payload))
+    except UnpicklingError as exc:
+        raise UnpicklingError(weights_only_message(str(exc))) from None
+
+
+def _load_zip(payload: bytes) -> Any:
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(payload))
+        names = archive.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise RuntimeError(
+            "PytorchStreamReader failed reading zip archive: failed finding central directory" + _MINIZ_HINT
+        ) from exc
+    prefix = names[0].split("/", 1)[0] + "/" if names and "/" in names[0] else ""
+    if f"{prefix}constants.pkl" in names:
+        raise RuntimeError(
+            "Cannot use ``weights_only=True`` with TorchScript archives passed to ``torch.load``. "
+            + _UNSAFE_MESSAGE
+        )
+
+    def record(name: str) -> bytes:
+        try:
+            return archive.read(prefix + name)
+        except KeyError:
+            raise _missing_record(name) from None
+
+    byteorder = record("byteorder") if f"{prefix}byteorder" in names else b"little"
+    if byteorder not in (b"little", b"big"):
+        raise ValueError("Unknown endianness type: " + byteorder.decode())
+    loaded: dict[Any, _Storage] = {}
+
+    def persistent_load(pid: Any) -> _Storage:
+        if not isinstance(pid, tuple):
+            raise AssertionError(f"saved_id must be a tuple, got {type(pid).__name__}")
+        storage_type, key, _location, numel = pid[1:]
+        if key not in loaded:
+            dtype = _storage_dtype(storage_type)
+            nbytes = numel * DTYPE_SIZES[dtype]
+            if f"{prefix}data/{key}" not in names:
+                raise _missing_record(f"data/{key}")
+            size = archive.getinfo(f"{prefix}data/{key}").file_size
+            if size != nbytes:  # torch reads the record as bytes (UntypedStorage)
+                raise RuntimeError(
+                    f"record size ({size} bytes) does not match expected size ({nbytes} bytes = "
+                    f"{nbytes} elements * 1 bytes/element) for dtype Byte"
+                )
+            loaded[key] = _Storage(dtype, nbytes)
+        return loaded[key]
+
+    return _WeightsOnlyUnpickler(io.BytesIO(record("data.pkl")), persistent_load).load()
+
+
+def _missing_record(name: str) -> RuntimeError:
+    return RuntimeError(f"PytorchStreamReader failed locating file {name}: file not found" + _MINIZ_HINT)
+
+
+def _load_legacy(file: io.BytesIO) -> Any:
+    def no_storage(pid: Any) -> Any:
+        raise UnpicklingError("unsupported persistent id encountered")
+
+    def load_one() -> Any:
+        return _WeightsOnlyUnpickler(file, no_storage).load()
+
+    if load_one() != _LEGACY_MAGIC:
+        raise RuntimeError("Invalid magic number; corrupt file?")
+    protocol = load_one()
+    if protocol != _LEGACY_PROTOCOL:
+        raise RuntimeError(f"Invalid protocol version: {protocol}")
+    load_one()  # system info
+    storages: dict[Any, _Storage] = {}
+
+    def persistent_load(pid: Any) -> _Storage:
+        if not isinstance(pid, tuple):
+            raise AssertionError(f"saved_id must be a tuple, got {type(pid).__name__}")
+        if _ascii(pid[0]) != "storage":
+            raise RuntimeError(f"Unknown saved id type: {pid[0]}")
+        storage_type, root_key, _location, numel, view = pid[1:]
+        if view is not None:
+            raise UnsupportedTensorError("storage views of the legacy format")
+        dtype = _storage_dtype(storage_type)
+        storages.setdefault(root_key, _Storage(dtype, numel * DTYPE_SIZES[dtype]))
+        return storages[root_key]
+
+    result = _WeightsOnlyUnpickler(file, persistent_load).load()
+    keys = load_one()
+    for key in keys:
+        if key not in storages:
+            raise AssertionError(f"storage key {key!r} not found in deserialized_objects")
+        _check_legacy_storage(file, storages[key])
+    return result
+
+
+def _check_legacy_storage(file: io.BytesIO, storage: _Storage) -> None:
+    """Each storage is its element count (int64) then its bytes; torch reads them all."""
+    head = file.read(8)
+    count = struct.unpack("<q", head)[0] if len(head) == 8 else -1
+    item = DTYPE_SIZES[storage.dtype]
+    if count * item != storage.nbytes or len(file.read(storage.nbytes)) != storage.nbytes:
+        raise RuntimeError("storage has wrong byte size: the legacy payload is truncated or corrupt")
+
+
+def weights_only_message(message: str) -> str:
+    """torch.load's `_get_wo_message`: the text around a weights-only UnpicklingError."""
+    if "was not an allowed global by default." in message and "GLOBAL " in message:
+        return (
+            "Weights only load failed. This file can still be loaded, to do so you have two options, "
+            "\033[1mdo those steps only if you trust the source of the checkpoint\033[0m. "
+            f"\n\t(1) {_UNSAFE_MESSAGE}\n\t(2) Alternatively, to load with `weights_only=True` please check "
+            "the recommended steps in the following error message.\n\tWeightsUnpickler error: "
+            + message
+            + _DOCS_MESSAGE
+        )
+    if " must be " in message and " to load" in message:
+        return f"Weights only load failed. {message}\n {_UNSAFE_MESSAGE}\n"
+    updated = f"Weights only load failed. {_UNSAFE_MESSAGE}\n"
+    if not ("whose module " in message and " is blocked" in message):
+        updated += (
+            "Please file an issue with the following so that we can make "
+            "`weights_only=True` compatible with your use case: WeightsUnpickler error: "
+        )
+    return updated + "\n\n" + message + _DOCS_MESSAGE
