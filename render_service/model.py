@@ -186,7 +186,7 @@ def _build(
     generation_config: dict[str, Any],
 ) -> ModelBundle:
     if config.tokenizer_mode == "mistral" and not (tokenizer_dir / "tokenizer.json").is_file():
-        hf_tokenizer = _spm_hf_tokenizer(tokenizer_dir)
+        hf_tokenizer = _mistral_hf_tokenizer(tokenizer_dir)
     else:
         hf_tokenizer = _load_hf_tokenizer(tokenizer_dir, config)
     vocab = hf_tokenizer.get_vocab()
@@ -254,16 +254,44 @@ def _load_mistral(tokenizer_dir: Path) -> Any:
     from transformers.tokenization_mistral_common import MistralCommonBackend
 
     try:
+        # truncation_side: vLLM's get_tokenizer default for generate models.
         return MistralCommonBackend.from_pretrained(
-            str(tokenizer_dir), mode=ValidationMode.test, local_files_only=True
+            str(tokenizer_dir), mode=ValidationMode.test, local_files_only=True, truncation_side="left"
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"cannot load the mistral tokenizer from {tokenizer_dir}: {exc}") from exc
 
 
+def _mistral_hf_tokenizer(tokenizer_dir: Path) -> Any:
+    """A fast tokenizer made from the folder's mistral-common file, for what render and
+    derender read from a HF tokenizer (vocabulary, special ids); vLLM needs no tokenizer.json
+    in mistral mode, and mistral-common still does all encoding. A `tekken.json` wins over a
+    SentencePiece `tokenizer.model.v*`, as mistral-common's own loader picks it."""
+    tekken = tokenizer_dir / "tekken.json"
+    return _tekken_hf_tokenizer(tekken) if tekken.is_file() else _spm_hf_tokenizer(tokenizer_dir)
+
+
+def _tekken_hf_tokenizer(tekken: Path) -> Any:
+    """transformers' tekken converter, with every mistral-common special token (the control
+    tokens and the `<SPECIAL_n>` fillers) as a special token, as the SentencePiece path has."""
+    from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+    from tokenizers import AddedToken
+    from transformers.integrations.mistral.tokenizer import convert_tekken_tokenizer
+
+    try:
+        raw = Tekkenizer.from_file(tekken)
+        tokenizer = convert_tekken_tokenizer(str(tekken), chat_template="")
+    except (OSError, ValueError, KeyError, TypeError, AssertionError) as exc:
+        raise ConfigError(f"cannot read the Tekken tokenizer {tekken}: {exc}") from exc
+    tokenizer.chat_template = None  # mistral mode renders without a template
+    tokenizer.truncation_side = "left"  # vLLM's get_tokenizer default for generate models
+    specials = [AddedToken(raw.id_to_piece(i), special=True, normalized=False) for i in range(raw.num_special_tokens)]
+    tokenizer.add_special_tokens({"additional_special_tokens": specials})
+    return tokenizer
+
+
 def _spm_hf_tokenizer(tokenizer_dir: Path) -> Any:
-    """A fast tokenizer for decoding, made from a folder's SentencePiece `tokenizer.model.v*`
-    (vLLM needs no tokenizer.json in mistral mode; mistral-common still does all encoding)."""
+    """A fast tokenizer made from a folder's SentencePiece `tokenizer.model.v*`."""
     from mistral_common.tokens.tokenizers.sentencepiece import SentencePieceTokenizer
     from tokenizers import AddedToken
     from tokenizers.models import BPE
@@ -273,8 +301,8 @@ def _spm_hf_tokenizer(tokenizer_dir: Path) -> Any:
     models = sorted(tokenizer_dir.glob("tokenizer.model.v*")) or sorted(tokenizer_dir.glob("tokenizer.model"))
     if not models:
         raise ConfigError(
-            f"--tokenizer-mode mistral: {tokenizer_dir} has neither tokenizer.json nor a "
-            "SentencePiece tokenizer.model.v* to decode with"
+            f"--tokenizer-mode mistral: {tokenizer_dir} has neither tokenizer.json, tekken.json "
+            "nor a SentencePiece tokenizer.model.v* to decode with"
         )
     try:
         spm = SentencePieceTokenizer(str(models[-1]))

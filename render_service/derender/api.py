@@ -213,14 +213,11 @@ def _leading_space_marker(hf_tokenizer: Any) -> str | None:
     return None
 
 
-def _mistral_spm(bundle: Any) -> Any:
-    """mistral-common's SentencePiece tokenizer in mistral mode (vLLM decodes with it), else None."""
+def _mistral_tokenizer(bundle: Any) -> Any:
+    """mistral-common's own tokenizer in mistral mode (vLLM decodes with it), else None."""
     if getattr(bundle, "mistral", None) is None:
         return None
-    from mistral_common.tokens.tokenizers.sentencepiece import SentencePieceTokenizer
-
-    raw = bundle.mistral.tokenizer.instruct_tokenizer.tokenizer
-    return raw if isinstance(raw, SentencePieceTokenizer) else None
+    return bundle.mistral.tokenizer.instruct_tokenizer.tokenizer
 
 
 def _build_context(
@@ -238,7 +235,7 @@ def _build_context(
         max_model_len=bundle.max_model_len,
         max_logprobs=config.max_logprobs,
         fingerprint=bundle.fingerprint,
-        decoders=Decoders(backend, hf.all_special_ids, mistral_spm=_mistral_spm(bundle)),
+        decoders=Decoders(backend, hf.all_special_ids, mistral=_mistral_tokenizer(bundle)),
         token_decoder=HfTokenDecoder(hf, _leading_space_marker(hf)),
         eos=EosIds.from_bundle(bundle.eos_token_id, bundle.generation_config),
         parsers=parsers,

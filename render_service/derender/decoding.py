@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from parsers.detokenizer import DetokState, IncrementalDetokenizer
-from parsers.mistral_detokenizer import MistralSpmDetokenizer
+from parsers.mistral_detokenizer import MistralSpmDetokenizer, MistralTekkenDetokenizer
 from render_service.derender.stops import (
     StopRules,
     StopScan,
@@ -43,19 +43,26 @@ class EosIds:
 class Decoders:
     """One `IncrementalDetokenizer` per skip_special_tokens value (they are immutable)."""
 
-    def __init__(self, tokenizer: Any, special_token_ids: Sequence[int], *, mistral_spm: Any = None) -> None:
-        """`mistral_spm`: mistral-common's SentencePiece tokenizer (--tokenizer-mode mistral)."""
+    def __init__(self, tokenizer: Any, special_token_ids: Sequence[int], *, mistral: Any = None) -> None:
+        """`mistral`: mistral-common's own tokenizer (--tokenizer-mode mistral), which vLLM
+        decodes with: a SentencePieceTokenizer or a Tekkenizer."""
         self._by_skip = {
-            skip: (
-                MistralSpmDetokenizer(mistral_spm, skip_special_tokens=skip)
-                if mistral_spm is not None
-                else IncrementalDetokenizer(tokenizer, special_token_ids, skip_special_tokens=skip)
-            )
+            skip: _mistral_decoder(mistral, skip)
+            if mistral is not None
+            else IncrementalDetokenizer(tokenizer, special_token_ids, skip_special_tokens=skip)
             for skip in (False, True)
         }
 
     def get(self, skip_special_tokens: bool) -> IncrementalDetokenizer:
         return self._by_skip[skip_special_tokens]
+
+
+def _mistral_decoder(mistral: Any, skip_special_tokens: bool) -> IncrementalDetokenizer:
+    from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+
+    if isinstance(mistral, Tekkenizer):
+        return MistralTekkenDetokenizer(mistral, skip_special_tokens=skip_special_tokens)
+    return MistralSpmDetokenizer(mistral, skip_special_tokens=skip_special_tokens)
 
 
 def _batch_stop_strings(

@@ -61,6 +61,7 @@ from render_service.render.mistral import (
     mistral_decode,
     mistral_encode,
     mistral_prompt_ids,
+    mistral_supports_grammar,
     mistral_token_strs,
 )
 from render_service.render.parser_support import ParserSupport
@@ -87,8 +88,9 @@ class Renderer:
         self._config = config
         special = tuple(getattr(self._bundle.hf_tokenizer, "all_special_tokens", ()))
         parsers = ParserSupport(
-            config, self._bundle.encoder, special, template_of(self._bundle.hf_tokenizer)
-        )
+            config, self._bundle.encoder, special, template_of(self._bundle.hf_tokenizer),
+            mistral_grammar=mistral_supports_grammar(self._bundle),
+        )  # fmt: skip
         self._ctx = RenderContext(self._bundle, config, parsers, image_pipeline(config, self._bundle))
         # Anthropic conversion settings, probed on first use (vLLM probes them at startup).
         self._merge_inline_system: bool | None = None

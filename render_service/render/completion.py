@@ -124,7 +124,10 @@ def _tokenize_text_prompt(
 ) -> tuple[list[int], list[tuple[int, int]] | None]:
     text = limits.check_text(text)
     if bundle.is_mistral:  # mistral-common encodes (token offsets are not built in this mode yet)
-        return limits.check_tokens(mistral_encode(bundle, text, add_special_tokens=request.add_special_tokens)), None
+        ids = mistral_encode(
+            bundle, text, add_special_tokens=request.add_special_tokens, max_length=limits.tokenizer_max_length()
+        )
+        return limits.check_tokens(ids), None
     if request.return_token_offsets:
         ids, offsets = bundle.encoder.encode_with_offsets(text, add_special_tokens=request.add_special_tokens)
         checked = limits.check_tokens(ids)

@@ -27,7 +27,7 @@ from render_service.protocol import vllm_validation_error
 from render_service.protocol.validation import sanitize_message
 from render_service.render.chat_prompt import reused_prompt_ids
 
-__all__ = ["check_mistral_request", "mistral_prompt_ids"]
+__all__ = ["check_mistral_request", "mistral_prompt_ids", "mistral_supports_grammar"]
 
 _ID_LEN = 9  # vLLM's truncate_tool_call_ids
 
@@ -79,6 +79,14 @@ def mistral_prompt_ids(bundle: ModelBundle, request: Any, tool_dicts: list[dict[
     return [int(token) for token in ids]
 
 
+def mistral_supports_grammar(bundle: ModelBundle) -> bool:
+    """vLLM's MistralTokenizer.supports_grammar (mistral-common's GrammarFactory.is_supported):
+    a Tekken tokenizer of v11 or later."""
+    from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+
+    return bundle.is_mistral and isinstance(_raw(bundle), Tekkenizer) and _version(bundle) >= 11
+
+
 def _version(bundle: ModelBundle) -> int:
     tokenizer = bundle.mistral.tokenizer.instruct_tokenizer.tokenizer
     return int(str(tokenizer.version.value).split("v")[-1])
@@ -123,8 +131,15 @@ def _raw(bundle: ModelBundle) -> Any:
     return bundle.mistral.tokenizer.instruct_tokenizer.tokenizer
 
 
-def mistral_encode(bundle: ModelBundle, text: str, *, add_special_tokens: bool) -> list[int]:
-    """vLLM's MistralTokenizer.encode: control-token text stays text; BOS when special."""
+def mistral_encode(
+    bundle: ModelBundle, text: str, *, add_special_tokens: bool, max_length: int | None = None
+) -> list[int]:
+    """vLLM's MistralTokenizer encoding: control-token text stays text; BOS when special. With
+    `max_length` (vLLM's renderer then calls the transformers backend with truncation) the
+    text's ids are cut from the left so that they and the BOS fit."""
+    if max_length:
+        encoded = bundle.mistral(text, add_special_tokens=add_special_tokens, truncation=True, max_length=max_length)
+        return [int(token) for token in encoded["input_ids"]]
     return [int(token) for token in _raw(bundle).encode(text, bos=add_special_tokens, eos=False)]
 
 

@@ -14,6 +14,8 @@ Render does not parse output, but the parsers still shape the `GenerateRequest`:
   strict tools, `parallel_tool_calls=false` or `--tool-strict-level` above "auto". The one
   corner refused with a 501: auto choice with constrained tools and a user constraint whose
   acceptance by xgrammar we cannot decide (render_service/render/xgrammar_support.py).
+- the mistral tool parser: its pre-v11 guided call schema, and on a Tekken v11+ tokenizer its
+  grammar branch (render_service/render/mistral_adjust.py).
 
 A tool parser only counts with `--enable-auto-tool-choice` (vLLM's ParserManager ignores it
 otherwise).
@@ -32,6 +34,7 @@ from parsers.tools.hy_v3 import hy_suffix as _hy_suffix
 from render_service.config import TOOL_STRICT_LEVELS, ServiceConfig
 from render_service.errors import BadRequestError, ConfigError, NotImplementedFeatureError
 from render_service.protocol import vllm_validation_error
+from render_service.render.mistral_adjust import mistral_tool_adjust
 from render_service.render.sampling import normalise_structured_outputs
 from render_service.render.structural_tags import (
     STRUCTURAL_TAG_MODELS,
@@ -65,7 +68,11 @@ class ParserSupport:
         vocab: Any,
         special_tokens: Sequence[str] = (),
         response_template: dict[str, Any] | None = None,
+        *,
+        mistral_grammar: bool = False,
     ):
+        """`mistral_grammar`: the tokenizer is mistral-common's Tekken v11+ (vLLM's
+        `supports_grammar`), which sends the mistral tool parser down its grammar branch."""
         reasoning = config.reasoning_parser
         if reasoning is not None and reasoning.lower() == "none":
             reasoning = None
@@ -89,6 +96,8 @@ class ParserSupport:
         self._reasoning_cls: Any = None
         # The checkpoint's response_template metadata (hf, beam read it).
         self._template = response_template
+        # vLLM adjusts every request (tool_choice "none" too) for the mistral grammar.
+        self._mistral_grammar = mistral_grammar and self.tool_parser == "mistral"
 
     @property
     def has_parser(self) -> bool:
@@ -116,7 +125,7 @@ class ParserSupport:
             return {}
         if self._response_template_parser() is not None:
             return self._response_template_adjust(request)
-        if self.reasoning_parser is None and request.tool_choice == "none":
+        if self.reasoning_parser is None and request.tool_choice == "none" and not self._mistral_grammar:
             return {}  # vLLM only adjusts with a reasoning parser or a tool choice
         if _COHERE_PARSERS & {self.reasoning_parser, self.tool_parser}:
             return _cohere_adjust(request, self.tool_parser is not None)
@@ -129,6 +138,8 @@ class ParserSupport:
         if spec is None:
             return changes
         changes.update(self._tool_constraints(request, spec))
+        if self.tool_parser == "mistral":
+            changes.update(mistral_tool_adjust(request, supports_grammar=self._mistral_grammar))
         if spec.xtml:
             _check_xtml_named_choice(request, changes)
             changes.update(skip_special_tokens=False, spaces_between_special_tokens=False)

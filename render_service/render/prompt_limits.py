@@ -86,6 +86,14 @@ class TokenizeLimits:
             value=count,
         )
 
+    def tokenizer_max_length(self) -> int | None:
+        """The `max_length` vLLM's `get_encode_kwargs` has the tokenizer truncate to, when
+        truncate_prompt_tokens is set without an explicit side (None: no such cut)."""
+        keep = self.truncate_prompt_tokens
+        if keep is None or self.truncation_side is not None:
+            return None
+        return self._max_truncation_tokens() if keep < 0 else keep
+
     def _truncate(self, ids: list[int]) -> list[int]:
         keep = self.truncate_prompt_tokens
         if keep is not None and keep < 0:
