@@ -371,6 +371,11 @@ def _expand_embeds(ids: list[int], counts: list[int], token_id: int | None) -> l
         raise BadRequestError(
             f"Expected {len(counts)} prompt_embeds placeholder tokens in the rendered prompt, found {found}."
         )
+    if 0 in counts:  # vLLM then looks for each expanded span, and an empty one is never found
+        raise BadRequestError(
+            f"Expected {len(counts)} prompt_embeds placeholder spans in the tokenized prompt, "
+            f"found {len(counts) - counts.count(0)}."
+        )
     spans = iter(counts)
     out: list[int] = []
     for token in ids:

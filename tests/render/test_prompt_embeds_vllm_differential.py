@@ -46,6 +46,9 @@ _PAYLOADS = {
     "dict": "{'embeds': torch.randn(3, 64)}",
     "deque": "collections.deque([1, 2])",
     "too_long": "torch.zeros(41000, 64, dtype=torch.bfloat16)",
+    "zero_rows": "torch.zeros(0, 64)",
+    "expanded": "torch.randn(1, 64).expand(5, 64)",
+    "over_2gib": "torch.zeros(1, 64, dtype=torch.bfloat16).expand(20_000_000, 64)",
 }
 _PAYLOAD_SCRIPT = """
 import base64, collections, io, json, sys
@@ -117,6 +120,9 @@ def _completion_cases(p: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
         ("second_of_list_bad", {"prompt_embeds": [p["f32"], p["hidden32"]]}),
         ("too_long", {"prompt_embeds": p["too_long"]}),
         ("too_long_truncated", {"prompt_embeds": p["too_long"], "truncate_prompt_tokens": 10}),
+        ("zero_rows", {"prompt_embeds": p["zero_rows"]}),
+        ("expanded_stride0", {"prompt_embeds": p["expanded"]}),
+        ("over_2gib_dense", {"prompt_embeds": p["over_2gib"]}),
         # refusals with embeddings
         ("suffix", {"prompt": "Hi", "suffix": "x", "prompt_embeds": p["f32"]}),
         ("suffix_echo", {"prompt": "Hi", "suffix": "x", "echo": True, "prompt_embeds": p["f32"]}),
@@ -157,6 +163,17 @@ def _chat_cases(p: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
         ("reserved_text", {"messages": [{"role": "user", "content": "x <prompt_embeds> y"}]}),
         ("reserved_text_part", {"messages": [_user({"type": "text", "text": "<prompt_embeds>"}, _part(p["f32"]))]}),
         ("too_long", {"messages": [_user(_part(p["too_long"]))]}),
+        ("zero_rows", {"messages": [_user(text, _part(p["zero_rows"]))]}),
+        ("expanded_stride0", {"messages": [_user(_part(p["expanded"]))]}),
+        ("over_2gib_dense", {"messages": [_user(_part(p["over_2gib"]))]}),
+    ]
+
+
+def _tokenize_cases(p: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        ("chat_part", {"messages": [_user(_part(p["f32"]))], "return_token_strs": True}),
+        ("chat_bad_part", {"messages": [_user(_part(p["int64"]))]}),
+        ("text_with_token", {"prompt": "x<prompt_embeds>y", "return_token_strs": True}),
     ]
 
 
@@ -180,12 +197,15 @@ def _mismatches(ref: RefRenderServer, path: str, cases: list[tuple[str, dict[str
     return problems
 
 
-@pytest.mark.parametrize("endpoint", ["completions", "chat"])
+@pytest.mark.parametrize("endpoint", ["completions", "chat", "tokenize"])
 def test_prompt_embeds_equal_vllm(endpoint: str, embeds_ref, embeds_renderer: Renderer, payloads) -> None:
     """Every case of the endpoint in one batch: status and whole body equal to vLLM's."""
-    if endpoint == "chat":
-        path, cases, render = "/v1/chat/completions/render", _chat_cases(payloads), embeds_renderer.render_chat
+    if endpoint == "tokenize":
+        problems = _mismatches(embeds_ref, "/tokenize", _tokenize_cases(payloads), embeds_renderer.tokenize)
     else:
-        path, cases, render = "/v1/completions/render", _completion_cases(payloads), embeds_renderer.render_completion
-    problems = _mismatches(embeds_ref, path, cases, lambda body: render(body, request_id_header=HEADER_ID))
+        path, cases, render = {
+            "completions": ("/v1/completions/render", _completion_cases(payloads), embeds_renderer.render_completion),
+            "chat": ("/v1/chat/completions/render", _chat_cases(payloads), embeds_renderer.render_chat),
+        }[endpoint]
+        problems = _mismatches(embeds_ref, path, cases, lambda body: render(body, request_id_header=HEADER_ID))
     assert not problems, "\n".join(problems)
