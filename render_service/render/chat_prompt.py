@@ -226,7 +226,9 @@ def render_chat_prompt(
     if config.enable_prompt_embeds:
         # vLLM then tokenizes inside apply_chat_template (tokenize=True): no character bound,
         # no special tokens added, no offsets.
-        ids = _expand_embeds(bundle.encoder.encode(text), rendered.embeds_counts, bundle.prompt_embeds_token_id)
+        ids = bundle.encoder.encode(text)
+        if rendered.embeds_counts:
+            ids = _expand_embeds(ids, rendered.embeds_counts, bundle.prompt_embeds_token_id, tokenize_limits)
     elif want_offsets:
         text = tokenize_limits.check_text(text)
         ids, offsets = bundle.encoder.encode_with_offsets(text, add_special_tokens=add_special_tokens)
@@ -361,11 +363,10 @@ def _unmarked(value: Any, marker_count: int) -> Any:
     return value
 
 
-def _expand_embeds(ids: list[int], counts: list[int], token_id: int | None) -> list[int]:
+def _expand_embeds(ids: list[int], counts: list[int], token_id: int | None, limits: TokenizeLimits) -> list[int]:
     """Each placeholder token becomes a span of its embedding's length (vLLM's
-    _apply_prompt_embeds_to_prompt)."""
-    if not counts:
-        return ids
+    _apply_prompt_embeds_to_prompt), truncated and length-checked before it is built: a
+    stride-0 payload of a few bytes may declare millions of rows."""
     found = ids.count(token_id) if token_id is not None else 0
     if found != len(counts):
         raise BadRequestError(
@@ -377,12 +378,15 @@ def _expand_embeds(ids: list[int], counts: list[int], token_id: int | None) -> l
             f"found {len(counts) - counts.count(0)}."
         )
     spans = iter(counts)
+    runs = [(token, next(spans) if token == token_id else 1) for token in ids]
+    start, end = limits.check_count(sum(repeat for _, repeat in runs))
     out: list[int] = []
-    for token in ids:
-        if token == token_id:
-            out.extend([token] * next(spans))
-        else:
-            out.append(token)
+    position = 0
+    for token, repeat in runs:  # the [start, end) slice of the expanded runs
+        low, high = max(start, position), min(end, position + repeat)
+        if low < high:
+            out.extend([token] * (high - low))
+        position += repeat
     return out
 
 

@@ -82,7 +82,7 @@ def _check_prompt_embeds(ctx: RenderContext, request: CompletionRequest, limits:
     spec = embeds_spec(ctx.bundle)
     counts = [embeds_token_count(item, spec) for item in items if item is not None]  # all load first
     for count in counts:
-        limits.check_tokens([0] * count, counted_whole=True)  # embeddings count as tokens
+        limits.check_count(count)  # embeddings count as tokens
 
 
 def _completion_limits(bundle: ModelBundle, request: CompletionRequest) -> TokenizeLimits:

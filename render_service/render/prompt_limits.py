@@ -77,8 +77,21 @@ class TokenizeLimits:
             return ids
         # vLLM tokenizes with max_length = max_model_len + 1, so it sees at most that many.
         count = total + 1 if self.truncate_prompt_tokens is None and not counted_whole else len(ids)
-        qualifier = "at least " if count == total + 1 and not counted_whole else ""
-        raise vllm_validation_error(
+        raise self._too_long(count, at_least=count == total + 1 and not counted_whole)
+
+    def check_count(self, length: int) -> tuple[int, int]:
+        """`check_tokens(ids, counted_whole=True)` for a prompt known by its length only (so
+        embeddings are never materialised): the [start, end) that truncation keeps."""
+        start, end = self.kept_span(length)
+        total = self.max_total_tokens
+        if total is not None and end - start > total:
+            raise self._too_long(end - start, at_least=False)
+        return start, end
+
+    def _too_long(self, count: int, *, at_least: bool) -> Exception:
+        total = self.max_total_tokens
+        qualifier = "at least " if at_least else ""
+        return vllm_validation_error(
             f"This model's maximum context length is {total} tokens. However, your prompt "
             f"contains {qualifier}{count} input tokens, which exceeds this limit even without "
             "any output tokens. Please reduce the length of the input prompt.",
@@ -94,16 +107,19 @@ class TokenizeLimits:
             return None
         return self._max_truncation_tokens() if keep < 0 else keep
 
-    def _truncate(self, ids: list[int]) -> list[int]:
+    def kept_span(self, length: int) -> tuple[int, int]:
+        """The [start, end) of a `length`-token prompt that truncate_prompt_tokens keeps."""
         keep = self.truncate_prompt_tokens
         if keep is not None and keep < 0:
             keep = self._max_truncation_tokens()
-        if keep is None or keep >= len(ids):
-            return ids
-        if keep == 0:
-            return []
+        if keep is None or keep >= length:
+            return 0, length
         side = self.truncation_side or self.tokenizer_truncation_side
-        return ids[-keep:] if side == "left" else ids[:keep]
+        return (length - keep, length) if side == "left" and keep else (0, keep)
+
+    def _truncate(self, ids: list[int]) -> list[int]:
+        start, end = self.kept_span(len(ids))
+        return ids if (start, end) == (0, len(ids)) else ids[start:end]
 
     def _max_truncation_tokens(self) -> int | None:
         if self.max_total_tokens is None:

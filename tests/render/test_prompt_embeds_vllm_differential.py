@@ -49,6 +49,7 @@ _PAYLOADS = {
     "zero_rows": "torch.zeros(0, 64)",
     "expanded": "torch.randn(1, 64).expand(5, 64)",
     "over_2gib": "torch.zeros(1, 64, dtype=torch.bfloat16).expand(20_000_000, 64)",
+    "million_rows": "torch.zeros(1, 64, dtype=torch.bfloat16).expand(1_000_000, 64)",
 }
 _PAYLOAD_SCRIPT = """
 import base64, collections, io, json, sys
@@ -123,6 +124,7 @@ def _completion_cases(p: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
         ("zero_rows", {"prompt_embeds": p["zero_rows"]}),
         ("expanded_stride0", {"prompt_embeds": p["expanded"]}),
         ("over_2gib_dense", {"prompt_embeds": p["over_2gib"]}),
+        ("million_rows_truncated", {"prompt_embeds": p["million_rows"], "truncate_prompt_tokens": -1}),
         # refusals with embeddings
         ("suffix", {"prompt": "Hi", "suffix": "x", "prompt_embeds": p["f32"]}),
         ("suffix_echo", {"prompt": "Hi", "suffix": "x", "echo": True, "prompt_embeds": p["f32"]}),
@@ -166,6 +168,10 @@ def _chat_cases(p: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
         ("zero_rows", {"messages": [_user(text, _part(p["zero_rows"]))]}),
         ("expanded_stride0", {"messages": [_user(_part(p["expanded"]))]}),
         ("over_2gib_dense", {"messages": [_user(_part(p["over_2gib"]))]}),
+        ("million_rows", {"messages": [_user(text, _part(p["million_rows"]))]}),
+        ("million_rows_truncated", {"messages": [_user(text, _part(p["million_rows"]))], "truncate_prompt_tokens": 8}),
+        ("truncated_right", {"messages": [_user(_part(p["f32"]), text)], "truncate_prompt_tokens": 6,
+                             "truncation_side": "right"}),
     ]
 
 
