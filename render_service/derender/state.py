@@ -26,10 +26,13 @@ import base64
 import binascii
 import dataclasses
 import enum
+import hmac
 import re
+import threading
+import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from parsers import ChatParser, DetokState, JsonState, StateError
@@ -175,23 +178,64 @@ class Envelope(Protocol):
     ) -> ChoiceState[SettingsT]: ...
 
 
+class _IssuedStates:
+    """The last state this process sealed for each stream (by MAC binding), bounded.
+
+    A token byte-equal to the one this process signed for that binding is authentic by
+    construction, so the next chunk of a stream served by the same replica opens it without
+    the MAC, the inflate, the JSON decode and the typed rebuild (states are frozen values;
+    the in-process `LocalStateEnvelope` hands them back the same way). Any other token - an
+    older one, one from another replica, a forgery - is opened from its bytes as before.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._items: dict[str, tuple[str, int, ChoiceState[Any]]] = {}
+        self._lock = threading.Lock()  # seal and open run on pool threads and the event loop
+
+    def put(self, binding: str, token: str, issued_at: int, state: ChoiceState[Any]) -> None:
+        with self._lock:
+            self._items.pop(binding, None)  # re-insert: eviction drops the oldest streams first
+            self._items[binding] = (token, issued_at, state)
+            if len(self._items) > self._capacity:
+                del self._items[next(iter(self._items))]
+
+    def get(self, binding: str, wire: object) -> tuple[int, ChoiceState[Any]] | None:
+        """(issued_at, state) if `wire` is the token last issued for `binding`."""
+        token = wire.get("rs") if isinstance(wire, dict) and len(wire) == 1 else None
+        entry = self._items.get(binding)
+        if entry is None or not isinstance(token, str) or not token.isascii():
+            return None
+        # Constant time: the cached token is a valid one, not to be guessed byte by byte.
+        return (entry[1], entry[2]) if hmac.compare_digest(entry[0], token) else None
+
+
+# Streams whose last state is kept per process (a few KB each).
+_ISSUED_CAPACITY = 4096
+
+
 @dataclass(frozen=True, slots=True)
 class StateEnvelope:
     """Signs and checks `ChoiceState`s for one endpoint kind and one server configuration."""
 
     codec: StreamStateCodec
     fingerprint: str
+    _issued: _IssuedStates = field(default_factory=lambda: _IssuedStates(_ISSUED_CAPACITY),
+                                   compare=False, repr=False)
 
     def _binding(self, kind: str, request_id: str, index: int) -> str:
         return f"{kind}\x1f{request_id}\x1f{index}\x1f{self.fingerprint}"
 
     def seal(self, state: ChoiceState[Any], request_id: str) -> dict[str, str]:
-        return self.codec.encode(
-            state.to_json(), binding=self._binding(state.kind.value, request_id, state.index)
-        )
+        binding = self._binding(state.kind.value, request_id, state.index)
+        issued_at = int(time.time())
+        wire = self.codec.encode(state.to_json(), binding=binding, now=issued_at)
+        self._issued.put(binding, wire["rs"], issued_at, state)
+        return wire
 
     def authentic(self, wire: object, kind: ChoiceKind, request_id: str, index: int) -> bool:
-        return self.codec.authentic(wire, binding=self._binding(kind.value, request_id, index))
+        binding = self._binding(kind.value, request_id, index)
+        return self._fresh(binding, wire) is not None or self.codec.authentic(wire, binding=binding)
 
     def open(
         self,
@@ -204,7 +248,11 @@ class StateEnvelope:
         """Verify and decode; `index` None (usage-only chunk) reads it from the payload first."""
         if index is None:
             index = self._claimed_index(wire)
-        data = self.codec.decode(wire, binding=self._binding(kind.value, request_id, index))
+        binding = self._binding(kind.value, request_id, index)
+        issued: ChoiceState[SettingsT] | None = self._fresh(binding, wire)
+        if issued is not None:
+            return issued
+        data = self.codec.decode(wire, binding=binding)
         data.pop("issued_at", None)
         try:
             state = _ChoiceWire.from_json(data)
@@ -213,6 +261,14 @@ class StateEnvelope:
         if state.kind != kind.value or state.index != index:
             raise StreamStateError("invalid stream_state: belongs to another choice or endpoint")
         return _typed(state, settings_type)
+
+    def _fresh(self, binding: str, wire: object) -> Any:
+        """The state this process issued as `wire` for `binding`, if not expired (else None:
+        decoding it gives the precise error)."""
+        hit = self._issued.get(binding, wire)
+        if hit is None or time.time() - hit[0] > self.codec.max_age_s:
+            return None
+        return hit[1]
 
     def _claimed_index(self, wire: object) -> int:
         """The index an unverified usage-only state claims, from the first bytes of its payload.
