@@ -27,6 +27,9 @@ from render_service.config import (
 )
 from render_service.errors import ConfigError
 
+# Our log lines (the root logger's format; see http.startup_log.lean_log_records).
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
 __all__ = ["build_parser", "config_from_args", "main"]
 
 ENV_PREFIX = "RENDER_SERVICE_"
@@ -478,7 +481,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"render-service: error: {exc.message}", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)  # a bad flag or variable value exits 2 with usage
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=args.log_level.upper(), format=LOG_FORMAT)
     ignored = no_effect_flags(args)
     if ignored:
         log.warning("these vLLM flags have no effect on a render tier (no engine runs here): %s", " ".join(ignored))

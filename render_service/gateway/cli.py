@@ -131,11 +131,13 @@ def run_gateway(config: ServiceConfig, args: argparse.Namespace) -> None:
     import uvicorn
 
     from render_service.gateway.app import create_gateway_app, gateway_startup_log
+    from render_service.http.startup_log import lean_log_records
 
     gateway_config = gateway_config_from_args(args)
     if config.workers != 1:
         log.warning("the gateway runs one process (routing state is per process); ignoring --workers")
     app = create_gateway_app(config, gateway_config)
     gateway_startup_log(config, app)
+    lean_log_records()
     uvicorn.run(app, host=config.host, port=config.port, **config.http.uvicorn_kwargs())
 

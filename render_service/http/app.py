@@ -37,6 +37,7 @@ from render_service.http.media_fetch import MediaFetcher
 from render_service.http.metrics import CONTENT_TYPE_LATEST, METRICS, render_metrics_text
 from render_service.http.middleware import ServiceMiddleware
 from render_service.http.openapi import install_openapi
+from render_service.http.startup_log import lean_log_records
 from render_service.model import ModelBundle
 from render_service.render.api import Renderer
 from render_service.render.request_bounds import check_counts
@@ -362,4 +363,5 @@ def create_app(config: ServiceConfig, *, bundle: ModelBundle | None = None) -> F
 
 def app_from_env() -> FastAPI:
     """uvicorn factory for worker processes: the CLI serialised the config into CONFIG_ENV."""
+    lean_log_records()  # a spawned worker: its own logging module
     return create_app(config_from_json(os.environ[CONFIG_ENV]))

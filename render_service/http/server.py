@@ -14,7 +14,7 @@ import uvicorn
 
 from render_service.config import ServiceConfig, config_to_json
 from render_service.http.app import CONFIG_ENV, create_app
-from render_service.http.startup_log import log_startup_summary
+from render_service.http.startup_log import lean_log_records, log_startup_summary
 from render_service.model import ModelBundle
 
 __all__ = ["serve"]
@@ -22,6 +22,7 @@ __all__ = ["serve"]
 
 def serve(config: ServiceConfig) -> None:
     """Serve with vLLM's uvicorn options (--uvicorn-log-level, TLS, access log; HttpOptions)."""
+    lean_log_records()
     if config.workers == 1:
         app = create_app(config)  # loads the model: a bad folder or template fails here
         log_startup_summary("serve", config, app.state.service.renderer._bundle)

@@ -191,3 +191,17 @@ async def test_enable_log_requests_logs_request_at_info_and_body_at_debug(caplog
     messages = [(r.levelno, r.getMessage()) for r in caplog.records]
     assert messages == [(logging.INFO, "Received request r7: POST /tokenize"),
                         (logging.DEBUG, 'Request r7 JSON body: {"prompt":"a')]
+
+
+def test_lean_log_records_drop_only_fields_no_server_format_shows() -> None:
+    """`serve` and `gateway` skip the caller/thread/process fields of every LogRecord
+    (startup_log.lean_log_records): no format those processes log with may show one."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    from render_service.cli import LOG_FORMAT
+    from render_service.http.startup_log import LEAN_RECORD_FIELDS
+
+    formats = [LOG_FORMAT, *(f["fmt"] for f in LOGGING_CONFIG["formatters"].values())]
+    assert len(formats) == 3
+    for fmt in formats:
+        assert not [name for name in LEAN_RECORD_FIELDS if f"%({name})" in fmt], fmt
