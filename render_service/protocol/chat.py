@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import model_validator
+from pydantic import PrivateAttr, model_validator
 
 from render_service.protocol.common import (
     ChatCompletionNamedToolChoiceParam,
@@ -58,6 +58,8 @@ class ChatCompletionRequest(SharedRequestFields):
     ) = "none"
     reasoning_effort: ReasoningEffort | None = None
     include_reasoning: bool = True
+    # Set by the mistral tool parser's grammar (vLLM's `_grammar_from_parser`; not on the wire).
+    _grammar_from_parser: bool = PrivateAttr(default=False)
     parallel_tool_calls: bool | None = True
     echo: bool = False
     add_generation_prompt: bool = True

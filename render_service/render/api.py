@@ -60,8 +60,8 @@ from render_service.render.harmony import harmony_prompt_ids
 from render_service.render.mistral import (
     mistral_decode,
     mistral_encode,
+    mistral_grammar_factory,
     mistral_prompt_ids,
-    mistral_supports_grammar,
     mistral_token_strs,
 )
 from render_service.render.parser_support import ParserSupport
@@ -89,7 +89,7 @@ class Renderer:
         special = tuple(getattr(self._bundle.hf_tokenizer, "all_special_tokens", ()))
         parsers = ParserSupport(
             config, self._bundle.encoder, special, template_of(self._bundle.hf_tokenizer),
-            mistral_grammar=mistral_supports_grammar(self._bundle),
+            mistral_grammar=mistral_grammar_factory(self._bundle),
         )  # fmt: skip
         self._ctx = RenderContext(self._bundle, config, parsers, image_pipeline(config, self._bundle))
         # Anthropic conversion settings, probed on first use (vLLM probes them at startup).

@@ -45,8 +45,12 @@ def render_chat_request(
     fetched_media: Mapping[str, bytes] | None = None,
     *,
     output_tokens_param: str | None = None,
+    responses: bool = False,
 ) -> dict[str, Any]:
-    """A validated chat request (also the converted Messages request) -> GenerateRequest."""
+    """A validated chat request (also the converted Messages request) -> GenerateRequest.
+
+    `responses`: the request is a converted Responses request (the mistral tool parser
+    adjusts those apart)."""
     ctx.check_model(request.model)
     if request.use_beam_search:
         raise BadRequestError("Beam search is not supported by the render endpoint")
@@ -93,7 +97,7 @@ def render_chat_request(
         for name, value in ctx.parsers.adjust_harmony_request(request).items():
             setattr(request, name, value)
     elif ctx.parsers.has_parser:
-        for name, value in ctx.parsers.adjust_request(request).items():
+        for name, value in ctx.parsers.adjust_request(request, responses=responses).items():
             setattr(request, name, value)
     if not prompt.token_ids:
         raise BadRequestError("No token_ids rendered")
@@ -135,10 +139,12 @@ def _reasoning_fields(
     ctx: RenderContext, request: ChatCompletionRequest, prompt_ids: list[int], kwargs: dict[str, Any]
 ) -> tuple[bool | None, dict[str, Any] | None]:
     """reasoning_ended / reasoning_parser_kwargs (vLLM resolve_reasoning_ended)."""
+    # The mistral grammar already allows an optional think section (vLLM's comment).
+    constrained_from_start = not request.include_reasoning or request._grammar_from_parser
     if ctx.parsers.reasoning_parser is None:
-        return (None if request.include_reasoning else True), None
+        return (True if constrained_from_start else None), None
     reasoning_kwargs = {"chat_template_kwargs": kwargs}
-    if not request.include_reasoning:
+    if constrained_from_start:
         return True, reasoning_kwargs
     return ctx.parsers.is_reasoning_end(prompt_ids, kwargs), reasoning_kwargs
 

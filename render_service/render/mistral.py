@@ -19,6 +19,8 @@ Every mistral-common failure (its asserts and exceptions) is a 400, as vLLM's
 from __future__ import annotations
 
 import copy
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from render_service.errors import BadRequestError
@@ -27,7 +29,7 @@ from render_service.protocol import vllm_validation_error
 from render_service.protocol.validation import sanitize_message
 from render_service.render.chat_prompt import reused_prompt_ids
 
-__all__ = ["check_mistral_request", "mistral_prompt_ids", "mistral_supports_grammar"]
+__all__ = ["check_mistral_request", "mistral_prompt_ids", "mistral_grammar_factory"]
 
 _ID_LEN = 9  # vLLM's truncate_tool_call_ids
 
@@ -79,12 +81,21 @@ def mistral_prompt_ids(bundle: ModelBundle, request: Any, tool_dicts: list[dict[
     return [int(token) for token in ids]
 
 
-def mistral_supports_grammar(bundle: ModelBundle) -> bool:
-    """vLLM's MistralTokenizer.supports_grammar (mistral-common's GrammarFactory.is_supported):
-    a Tekken tokenizer of v11 or later."""
+def mistral_grammar_factory(bundle: ModelBundle) -> Callable[[], Any] | None:
+    """vLLM's MistralTokenizer.grammar_factory, built on first use (llguidance reads the whole
+    vocabulary); None unless `supports_grammar`: a Tekken tokenizer of v11 or later."""
     from mistral_common.tokens.tokenizers.tekken import Tekkenizer
 
-    return bundle.is_mistral and isinstance(_raw(bundle), Tekkenizer) and _version(bundle) >= 11
+    if not (bundle.is_mistral and isinstance(_raw(bundle), Tekkenizer) and _version(bundle) >= 11):
+        return None
+
+    @functools.cache
+    def build() -> Any:
+        from mistral_common.guidance.grammar_factory import GrammarFactory
+
+        return GrammarFactory(bundle.mistral.tokenizer)
+
+    return build
 
 
 def _version(bundle: ModelBundle) -> int:

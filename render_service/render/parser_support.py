@@ -24,7 +24,7 @@ otherwise).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from parsers.reasoning import REASONING_KEEPS_SPECIAL_TOKENS, REASONING_UNSPACES_SPECIAL_TOKENS
@@ -69,10 +69,10 @@ class ParserSupport:
         special_tokens: Sequence[str] = (),
         response_template: dict[str, Any] | None = None,
         *,
-        mistral_grammar: bool = False,
+        mistral_grammar: Callable[[], Any] | None = None,
     ):
-        """`mistral_grammar`: the tokenizer is mistral-common's Tekken v11+ (vLLM's
-        `supports_grammar`), which sends the mistral tool parser down its grammar branch."""
+        """`mistral_grammar`: returns mistral-common's GrammarFactory when the tokenizer is
+        Tekken v11+ (vLLM's `supports_grammar`: the mistral tool parser's grammar branch)."""
         reasoning = config.reasoning_parser
         if reasoning is not None and reasoning.lower() == "none":
             reasoning = None
@@ -97,7 +97,7 @@ class ParserSupport:
         # The checkpoint's response_template metadata (hf, beam read it).
         self._template = response_template
         # vLLM adjusts every request (tool_choice "none" too) for the mistral grammar.
-        self._mistral_grammar = mistral_grammar and self.tool_parser == "mistral"
+        self._mistral_grammar = mistral_grammar if self.tool_parser == "mistral" else None
 
     @property
     def has_parser(self) -> bool:
@@ -119,13 +119,17 @@ class ParserSupport:
         )
         return bool(parser.is_reasoning_end(prompt_ids))
 
-    def adjust_request(self, request: Any) -> dict[str, Any]:
-        """Request-field changes of vLLM's DelegatingParser.adjust_request (may be empty)."""
+    def adjust_request(self, request: Any, *, responses: bool = False) -> dict[str, Any]:
+        """Request-field changes of vLLM's DelegatingParser.adjust_request (may be empty).
+
+        `responses`: the request is a converted Responses request (the mistral tool parser
+        treats those apart)."""
         if not self.has_parser:
             return {}
         if self._response_template_parser() is not None:
             return self._response_template_adjust(request)
-        if self.reasoning_parser is None and request.tool_choice == "none" and not self._mistral_grammar:
+        mistral_grammar = None if responses else self._mistral_grammar
+        if self.reasoning_parser is None and request.tool_choice == "none" and mistral_grammar is None:
             return {}  # vLLM only adjusts with a reasoning parser or a tool choice
         if _COHERE_PARSERS & {self.reasoning_parser, self.tool_parser}:
             return _cohere_adjust(request, self.tool_parser is not None)
@@ -138,8 +142,9 @@ class ParserSupport:
         if spec is None:
             return changes
         changes.update(self._tool_constraints(request, spec))
-        if self.tool_parser == "mistral":
-            changes.update(mistral_tool_adjust(request, supports_grammar=self._mistral_grammar))
+        if self.tool_parser == "mistral":  # its adjust_request decides special tokens too
+            changes.update(mistral_tool_adjust(request, grammar_factory=mistral_grammar, responses=responses))
+            return changes
         if spec.xtml:
             _check_xtml_named_choice(request, changes)
             changes.update(skip_special_tokens=False, spaces_between_special_tokens=False)

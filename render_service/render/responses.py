@@ -63,7 +63,7 @@ def render_responses(
     request = _checked(ctx, body)
     chat = to_chat_request(request, ctx.config.reasoning_effort_map)
     result = render_chat_request(
-        ctx, chat, request.request_id, fetched_media, output_tokens_param="max_output_tokens"
+        ctx, chat, request.request_id, fetched_media, output_tokens_param="max_output_tokens", responses=True
     )
     return _responses_shape(result, request)
 
