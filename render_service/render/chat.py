@@ -79,7 +79,8 @@ def render_chat_request(
     if bundle.is_harmony:
         prompt = ChatPrompt(harmony_prompt_ids(bundle, config, request, _tool_dicts(request, config)), None)
     elif bundle.is_mistral:
-        prompt = ChatPrompt(mistral_prompt_ids(bundle, request, _tool_dicts(request, config)), None)
+        limits = _chat_limits(bundle, request, output_tokens_param)
+        prompt = ChatPrompt(mistral_prompt_ids(bundle, request, _tool_dicts(request, config), limits), None)
     else:
         prompt = render_chat_prompt(
             bundle,

@@ -28,6 +28,7 @@ from render_service.model import ModelBundle
 from render_service.protocol import vllm_validation_error
 from render_service.protocol.validation import sanitize_message
 from render_service.render.chat_prompt import reused_prompt_ids
+from render_service.render.prompt_limits import TokenizeLimits
 
 __all__ = ["check_mistral_request", "mistral_prompt_ids", "mistral_grammar_factory"]
 
@@ -51,8 +52,15 @@ def check_mistral_request(request: Any) -> None:
         )
 
 
-def mistral_prompt_ids(bundle: ModelBundle, request: Any, tool_dicts: list[dict[str, Any]] | None) -> list[int]:
-    """The prompt ids vLLM's MistralRenderer renders for a chat (or chat /tokenize) request."""
+def mistral_prompt_ids(
+    bundle: ModelBundle,
+    request: Any,
+    tool_dicts: list[dict[str, Any]] | None,
+    limits: TokenizeLimits | None = None,
+) -> list[int]:
+    """The prompt ids vLLM's MistralRenderer renders for a chat (or chat /tokenize) request;
+    with `limits` (chat render), vLLM's post-tokenization truncation and length bound (the ids
+    were not tokenized with max_length: their exact count is reported)."""
     reuse = reused_prompt_ids(request, bundle, request.messages)
     if reuse is not None:
         return reuse
@@ -78,7 +86,8 @@ def mistral_prompt_ids(bundle: ModelBundle, request: Any, tool_dicts: list[dict[
     # them (and any other failure inside it) with a 400 carrying the message.
     except Exception as exc:
         raise BadRequestError(sanitize_message(str(exc))) from exc
-    return [int(token) for token in ids]
+    ids = [int(token) for token in ids]
+    return ids if limits is None else limits.check_tokens(ids, counted_whole=True)
 
 
 def mistral_grammar_factory(bundle: ModelBundle) -> Callable[[], Any] | None:

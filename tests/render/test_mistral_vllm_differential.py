@@ -138,6 +138,10 @@ CHAT_CASES: dict[str, dict[str, Any]] = {
     "stream": _chat([U], stream=True, stream_options={"include_usage": True}),
     "stop_token_ids": _chat([U], stop_token_ids=[5], skip_special_tokens=False),
     "response_format": _chat([U], response_format={"type": "json_object"}),
+    "truncated": _chat([U], truncate_prompt_tokens=5),
+    "truncated_right": _chat([U], truncate_prompt_tokens=4, truncation_side="right"),
+    "too_long": _chat([{"role": "user", "content": "Paris and Rome " * 12000}]),
+    "long_output": _chat([U], max_tokens=32760),
     # The pre-v11 guided call schema: replaces a JSON response_format, yields to the user's own
     # structured_outputs, is skipped for an undeclared named tool; v11+: the grammar branch.
     "required_json_object": _chat([U], tools=[WEATHER], tool_choice="required", response_format={"type": "json_object"}),
