@@ -17,8 +17,10 @@ subclass wrappers, numpy rebuilds) raise `UnsupportedTensorError`.
 
 from __future__ import annotations
 
+import codecs
 import io
 import pickle
+import re
 import struct
 import zipfile
 from collections.abc import Callable
@@ -58,8 +60,11 @@ _STORAGE_DTYPES = {
     "ComplexFloatStorage": "complex64", "QInt8Storage": "qint8", "QInt32Storage": "qint32",
     "QUInt8Storage": "quint8", "QUInt4x2Storage": "quint4x2", "QUInt2x4Storage": "quint2x4",
 }  # fmt: skip
+_DENSE_KINDS = ("Double", "Float", "Long", "Int", "Short", "Char", "Byte", "Bool", "Half", "BFloat16")
+_SPARSE_KINDS = ("Double", "Float", "Long", "Int", "Short", "Char", "Byte", "Half", "BFloat16")
 _CUDA_STORAGES = ("Double", "ComplexDouble", "ComplexFloat", "Long", "Byte", "BFloat16", "Char",
                   "Float", "Half", "Short", "Int", "Bool")  # fmt: skip
+_INT64_LIMIT = 1 << 63
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 _LEGACY_PROTOCOL = 1001
 _BLOCKED_MODULES = ("sys", "os", "posix", "nt")
@@ -133,9 +138,11 @@ class TensorHeader:
 
 @dataclass(frozen=True, slots=True)
 class _Global:
-    """An allowlisted global, by torch's dotted name (never imported)."""
+    """An allowlisted global, by torch's dotted name (never imported), and the name of the
+    type torch's object has (for torch's messages that print it)."""
 
     name: str
+    kind: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,10 +150,13 @@ class _StorageType:
     dtype: str | None  # None: torch.storage.UntypedStorage (bytes)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Storage:
     dtype: str
     nbytes: int
+    # Legacy-format storages are allocated by torch.load and grow when a tensor needs more
+    # (the data read later must then match); zip-format ones are the record, fixed.
+    resizable: bool = False
 
 
 class _OrderedDict(dict[Any, Any]):
@@ -154,31 +164,30 @@ class _OrderedDict(dict[Any, Any]):
 
 
 def _allowed_globals() -> dict[str, Any]:
-    """torch's `_get_allowed_globals()`, by name."""
-    names = [
-        "collections.OrderedDict", "collections.Counter", "torch.nn.parameter.Parameter",
-        "torch.serialization._get_layout", "torch.Size", "torch.Tensor", "torch.device",
-        "_codecs.encode", "builtins.bytearray", "builtins.set", "builtins.complex",
-        "torch._tensor._rebuild_from_type_v2",
-        "torch.per_tensor_affine", "torch.per_tensor_symmetric", "torch.per_channel_affine",
-        "torch.per_channel_symmetric", "torch.per_channel_affine_float_qparams",
-    ]  # fmt: skip
-    names += [f"torch.{dtype}" for dtype in DTYPE_SIZES]
-    names += [f"torch._utils.{name}" for name in _UNSUPPORTED_REBUILDS]
-    names += ["torch._utils._rebuild_parameter", "torch._utils._rebuild_tensor",
-              "torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_tensor_v3"]  # fmt: skip
-    for kind in ("Double", "Float", "Long", "Int", "Short", "Char", "Byte", "Bool", "Half",
-                 "BFloat16", "ComplexDouble", "ComplexFloat"):  # fmt: skip
-        names += [f"torch.{kind}Tensor", f"torch.cuda.{kind}Tensor"]
-    for kind in ("Double", "Float", "Long", "Int", "Short", "Char", "Byte", "Bool", "Half", "BFloat16"):
-        names.append(f"torch.sparse.{kind}Tensor")
-    table: dict[str, Any] = {name: _Global(name) for name in names}
+    """torch's `_get_allowed_globals()`, by name, each with the type torch's object has."""
+    kinds = {
+        "type": ["collections.OrderedDict", "collections.Counter", "torch.Size", "torch.device",
+                 "builtins.bytearray", "builtins.set", "builtins.complex"],
+        "torch.nn.parameter._ParameterMeta": ["torch.nn.parameter.Parameter"],
+        "torch._C._TensorMeta": ["torch.Tensor"],
+        "builtin_function_or_method": ["_codecs.encode"],
+        "function": ["torch.serialization._get_layout", "torch._tensor._rebuild_from_type_v2",
+                     "torch._utils._rebuild_parameter", "torch._utils._rebuild_tensor",
+                     "torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_tensor_v3",
+                     *(f"torch._utils.{name}" for name in _UNSUPPORTED_REBUILDS)],
+        "torch.qscheme": ["torch.per_tensor_affine", "torch.per_tensor_symmetric", "torch.per_channel_affine",
+                          "torch.per_channel_symmetric", "torch.per_channel_affine_float_qparams"],
+        "torch.dtype": [f"torch.{dtype}" for dtype in DTYPE_SIZES],
+        "torch.tensortype": [f"{module}.{kind}Tensor" for module in ("torch", "torch.cuda") for kind in _DENSE_KINDS]
+        + [f"{module}.{kind}Tensor" for module in ("torch.sparse", "torch.cuda.sparse") for kind in _SPARSE_KINDS],
+    }  # fmt: skip
+    table: dict[str, Any] = {name: _Global(name, kind) for kind, names in kinds.items() for name in names}
     for storage, dtype in _STORAGE_DTYPES.items():
         table[f"torch.{storage}"] = _StorageType(dtype)
     for kind in _CUDA_STORAGES:
         table[f"torch.cuda.{kind}Storage"] = _StorageType(_STORAGE_DTYPES[f"{kind}Storage"])
     table["torch.storage.UntypedStorage"] = _StorageType(None)
-    table["torch.storage.TypedStorage"] = _Global("torch.storage.TypedStorage")
+    table["torch.storage.TypedStorage"] = _Global("torch.storage.TypedStorage", "type")
     return table
 
 
@@ -207,6 +216,12 @@ def _type_name(value: Any) -> str:
         return "<class 'collections.OrderedDict'>"
     if isinstance(value, TensorHeader):
         return "<class 'torch.Tensor'>"
+    if isinstance(value, _Global):
+        return f"<class '{value.kind}'>"
+    if isinstance(value, _StorageType):
+        return "<class 'torch.serialization.StorageType'>" if value.dtype else "<class 'type'>"
+    if isinstance(value, _Storage):
+        return "<class 'torch.storage.TypedStorage'>"
     return str(type(value))
 
 
@@ -372,7 +387,7 @@ class _WeightsOnlyUnpickler:
         self.stack.append(pickle.decode_long(self.read(size)))
 
     def _proto(self) -> None:
-        self.read(1)
+        self.read(1)[0]  # noqa: B018 -- torch indexes it: an empty read is its IndexError
 
     def _pop_mark(self) -> list[Any]:
         items = self.stack
@@ -425,49 +440,169 @@ def _describe(value: Any) -> str:
 
 
 def _call(func: Any, args: Any) -> Any:
-    """An allowlisted REDUCE: the rebuilds of plain tensors; the other allowed calls only as
-    far as a tensor payload needs them."""
-    if not isinstance(args, tuple):
-        raise TypeError("argument list must be a tuple")
+    """An allowlisted REDUCE: `func(*args)` as torch makes it. The plain-tensor rebuilds and
+    the containers a payload may hold are Python stand-ins with torch's signatures and
+    names, so a wrong argument list fails with Python's own message, as in torch."""
     if isinstance(func, _StorageType):
         raise UnsupportedTensorError("storages built by REDUCE")
-    name = func.name
-    if name in ("torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_tensor"):
-        storage, offset, size, stride = args[:4]
-        return _rebuild(storage, offset, size, stride, storage.dtype if isinstance(storage, _Storage) else None)
-    if name == "torch._utils._rebuild_tensor_v3":
-        storage, offset, size, stride, _grad, _hooks, dtype = args[:7]
-        return _rebuild(storage, offset, size, stride, dtype.name.removeprefix("torch.") if isinstance(dtype, _Global) else None)
-    if name == "torch._utils._rebuild_parameter":
-        if not isinstance(args[0], TensorHeader):
-            raise TypeError(f"_rebuild_parameter() expects a tensor, got {type(args[0]).__name__}")
-        return args[0]
-    if name == "collections.OrderedDict":
-        return _OrderedDict(*args)
-    if name == "torch.Size":
-        return tuple(*args)
-    if name == "builtins.set":
-        return set(*args)
-    if name == "_codecs.encode":
-        text, encoding = args
-        return str(text).encode(encoding)
-    raise UnsupportedTensorError(name)
+    call = _CALLABLES.get(func.name)
+    if call is None:
+        raise UnsupportedTensorError(func.name)
+    return call(*args)
 
 
-def _rebuild(storage: Any, offset: Any, size: Any, stride: Any, dtype: str | None) -> TensorHeader:
-    if not isinstance(storage, _Storage) or dtype is None:
-        raise UnsupportedTensorError("a tensor without a typed storage")
-    if not all(type(v) is int for v in (offset, *size, *stride)) or len(size) != len(stride):
-        raise UnsupportedTensorError("a tensor with malformed sizes or strides")
+def _torch_named(module: str) -> Callable[[Any], Any]:
+    """Give a stand-in torch's module, for Python's `module.name()` in call errors."""
+
+    def name(target: Any) -> Any:
+        target.__module__ = module
+        return target
+
+    return name
+
+
+@_torch_named("torch._utils")
+def _rebuild_tensor(storage: Any, storage_offset: Any, size: Any, stride: Any) -> TensorHeader:
+    return _rebuild(storage, storage_offset, size, stride, _typed_dtype(storage, "dtype"))
+
+
+@_torch_named("torch._utils")
+def _rebuild_tensor_v2(
+    storage: Any, storage_offset: Any, size: Any, stride: Any, requires_grad: Any, backward_hooks: Any, metadata: Any = None
+) -> TensorHeader:
+    tensor = _rebuild(storage, storage_offset, size, stride, _typed_dtype(storage, "dtype"))
+    return _with_grad(_without_metadata(tensor, metadata), requires_grad)
+
+
+@_torch_named("torch._utils")
+def _rebuild_tensor_v3(
+    storage: Any,
+    storage_offset: Any,
+    size: Any,
+    stride: Any,
+    requires_grad: Any,
+    backward_hooks: Any,
+    dtype: Any,
+    metadata: Any = None,
+) -> TensorHeader:
+    _typed_dtype(storage, "_untyped_storage")
+    if not (isinstance(dtype, _Global) and dtype.kind == "torch.dtype"):
+        raise UnsupportedTensorError("_rebuild_tensor_v3 without a dtype")
+    tensor = _rebuild(storage, storage_offset, size, stride, dtype.name.removeprefix("torch."))
+    return _with_grad(_without_metadata(tensor, metadata), requires_grad)
+
+
+@_torch_named("torch._utils")
+def _rebuild_parameter(data: Any, requires_grad: Any, backward_hooks: Any) -> TensorHeader:
+    if not isinstance(data, TensorHeader):
+        raise UnsupportedTensorError("a Parameter that wraps no tensor")
+    return _with_grad(data, requires_grad)
+
+
+@_torch_named("torch")
+class _Size(tuple[Any, ...]):
+    """torch.Size: a tuple."""
+
+
+_OrderedDict.__module__, _OrderedDict.__qualname__, _Size.__qualname__ = "collections", "OrderedDict", "Size"
+_CALLABLES: dict[str, Callable[..., Any]] = {
+    "torch._utils._rebuild_tensor": _rebuild_tensor,
+    "torch._utils._rebuild_tensor_v2": _rebuild_tensor_v2,
+    "torch._utils._rebuild_tensor_v3": _rebuild_tensor_v3,
+    "torch._utils._rebuild_parameter": _rebuild_parameter,
+    "collections.OrderedDict": _OrderedDict,
+    "torch.Size": _Size,
+    "builtins.set": set,
+    "builtins.complex": complex,
+    "_codecs.encode": codecs.encode,  # torch's `bytes` pickles: encode(latin-1 text, "latin1")
+}
+
+
+def _typed_dtype(storage: Any, attribute: str) -> str:
+    """The storage's dtype; a non-storage fails on the attribute torch reads first."""
+    if not isinstance(storage, _Storage):
+        raise AttributeError(f"'{_short_type(storage)}' object has no attribute '{attribute}'")
+    return storage.dtype
+
+
+def _without_metadata(tensor: TensorHeader, metadata: Any) -> TensorHeader:
+    """torch's set_tensor_metadata: a dict of str -> bool flags; only "neg" (a sign bit, no
+    change of shape or dtype) is read here."""
+    if not metadata:
+        return tensor
+    if not isinstance(metadata, dict):
+        raise AssertionError(f"expected dict, got {_short_type(metadata)}")
+    flags_ok = all(isinstance(key, str) and isinstance(value, bool) for key, value in metadata.items())
+    if not flags_ok or metadata.get("conj"):
+        raise UnsupportedTensorError("tensor metadata other than the neg bit")
+    return tensor
+
+
+def _with_grad(tensor: TensorHeader, requires_grad: Any) -> TensorHeader:
+    if requires_grad and not (tensor.is_floating_point or tensor.dtype.startswith("complex")):
+        raise RuntimeError("only Tensors of floating point and complex dtype can require gradients")
+    return tensor
+
+
+def _short_type(value: Any) -> str:
+    """type(value).__name__ of torch's object for a value here."""
+    return _type_name(value)[len("<class '"):-2].rsplit(".", 1)[-1]
+
+
+def _set_args_error(offset: Any, size: Any, stride: Any) -> TypeError:
+    """torch's TypeError for Tensor.set_(storage, offset, size, stride) with wrong types."""
+
+    def describe(value: Any, ok: bool) -> str:  # torch's text for an argument, "!...!" if refused
+        text = _short_type(value)
+        if isinstance(value, tuple):
+            text = "tuple of (" + ", ".join(_short_type(item) for item in value) + ")"
+        return text if ok else f"!{text}!"
+
+    got = ", ".join(["torch.storage.UntypedStorage", *(_short_type(v) for v in (offset, size, stride))])
+    marks = ", ".join([
+        "!torch.storage.UntypedStorage!",
+        describe(offset, type(offset) is int),
+        describe(size, False),  # torch marks both sequences whenever the call fails
+        describe(stride, False),
+    ])  # fmt: skip
+    mismatch = f"      didn't match because some of the arguments have invalid types: ({marks})\n"
+    return TypeError(
+        f"set_() received an invalid combination of arguments - got ({got}), but expected one of:\n"
+        " * ()\n * (torch.Storage source)\n"
+        " * (torch.Storage source, int storage_offset, tuple of ints size, tuple of ints stride = None)\n"
+        + mismatch
+        + " * (Tensor source)\n"
+        " * (Tensor source, int storage_offset, tuple of ints size, tuple of ints stride = None)\n"
+        + mismatch
+    )
+
+
+def _int_sequence(value: Any) -> bool:
+    return isinstance(value, (tuple, list)) and all(type(item) is int for item in value)
+
+
+def _rebuild(storage: _Storage, offset: Any, size: Any, stride: Any, dtype: str) -> TensorHeader:
+    """torch.empty((0,), dtype).set_(storage, offset, size, stride), with set_'s refusals."""
+    if type(offset) is not int or not _int_sequence(size) or not _int_sequence(stride):
+        raise _set_args_error(offset, size, stride)
+    if len(size) != len(stride):
+        raise RuntimeError(f"unequal size length ({len(size)}) and stride length ({len(stride)})")
+    if offset < 0:
+        raise RuntimeError(f"Tensor: invalid storage offset {offset}")
     shape = tuple(size)
+    numel = 1
+    for dim in shape:
+        numel *= dim
+    if any(dim < 0 for dim in shape) or numel >= _INT64_LIMIT:
+        raise RuntimeError("numel: integer multiplication overflow")
     item = DTYPE_SIZES[dtype]
-    needed = 0 if 0 in shape else (offset + sum((s - 1) * st for s, st in zip(shape, stride, strict=True)) + 1) * item
-    if needed > storage.nbytes:
-        raise RuntimeError(
-            f"setStorage: sizes {list(shape)}, strides {list(stride)}, storage offset {offset}, "
-            f"and itemsize {item} requiring a storage size of {needed} are out of bounds for "
-            f"storage of size {storage.nbytes}"
-        )
+    extent = 0 if numel == 0 else offset + sum((dim - 1) * step for dim, step in zip(shape, stride, strict=True)) + 1
+    if any(step < 0 for step in stride) or extent * item >= _INT64_LIMIT:
+        raise RuntimeError(f"Storage size calculation overflowed with sizes={list(shape)} and strides={list(stride)}")
+    if extent * item > storage.nbytes:
+        if not storage.resizable:
+            raise RuntimeError("Trying to resize storage that is not resizable")
+        storage.nbytes = extent * item
     return TensorHeader(shape, dtype)
 
 
@@ -569,7 +704,7 @@ def _load_legacy(file: io.BytesIO) -> Any:
         if view is not None:
             raise UnsupportedTensorError("storage views of the legacy format")
         dtype = _storage_dtype(storage_type)
-        storages.setdefault(root_key, _Storage(dtype, numel * DTYPE_SIZES[dtype]))
+        storages.setdefault(root_key, _Storage(dtype, numel * DTYPE_SIZES[dtype], resizable=True))
         return storages[root_key]
 
     result = _WeightsOnlyUnpickler(file, persistent_load).load()
@@ -582,17 +717,26 @@ def _load_legacy(file: io.BytesIO) -> Any:
 
 
 def _check_legacy_storage(file: io.BytesIO, storage: _Storage) -> None:
-    """Each storage is its element count (int64) then its bytes; torch reads them all."""
+    """Each storage is its element count (int64) then its bytes, read as torch's
+    _set_from_file does (its size message keeps its unformatted printf text)."""
     head = file.read(8)
-    count = struct.unpack("<q", head)[0] if len(head) == 8 else -1
-    item = DTYPE_SIZES[storage.dtype]
-    if count * item != storage.nbytes or len(file.read(storage.nbytes)) != storage.nbytes:
-        raise RuntimeError("storage has wrong byte size: the legacy payload is truncated or corrupt")
+    if len(head) < 8:
+        raise _unexpected_eof(8 - len(head))
+    file_bytes = struct.unpack("<q", head)[0] * DTYPE_SIZES[storage.dtype]
+    if file_bytes != storage.nbytes:
+        raise RuntimeError(f"storage has wrong byte size: expected %ld got %ld{file_bytes}{storage.nbytes}")
+    missing = storage.nbytes - len(file.read(storage.nbytes))
+    if missing:
+        raise _unexpected_eof(missing)
+
+
+def _unexpected_eof(missing: int) -> RuntimeError:
+    return RuntimeError(f"unexpected EOF, expected {missing} more bytes. The file might be corrupted.")
 
 
 def weights_only_message(message: str) -> str:
     """torch.load's `_get_wo_message`: the text around a weights-only UnpicklingError."""
-    if "was not an allowed global by default." in message and "GLOBAL " in message:
+    if re.search(r"GLOBAL (\S+) was not an allowed global by default.", message):
         return (
             "Weights only load failed. This file can still be loaded, to do so you have two options, "
             "\033[1mdo those steps only if you trust the source of the checkpoint\033[0m. "
@@ -601,10 +745,10 @@ def weights_only_message(message: str) -> str:
             + message
             + _DOCS_MESSAGE
         )
-    if " must be " in message and " to load" in message:
+    if re.search(r"(\S+) must be (\S+) to load", message):
         return f"Weights only load failed. {message}\n {_UNSAFE_MESSAGE}\n"
     updated = f"Weights only load failed. {_UNSAFE_MESSAGE}\n"
-    if not ("whose module " in message and " is blocked" in message):
+    if not re.search(r"whose module (\S+) is blocked", message):
         updated += (
             "Please file an issue with the following so that we can make "
             "`weights_only=True` compatible with your use case: WeightsUnpickler error: "
