@@ -49,7 +49,7 @@ DTYPE_SIZES: dict[str, int] = {
 }  # fmt: skip
 FLOAT_DTYPES = frozenset(
     {"float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
-     "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu"}
+     "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2"}
 )  # fmt: skip
 # torch.storage._dtype_to_storage_type_map(): the typed storage classes of torch.save.
 _STORAGE_DTYPES = {

@@ -91,6 +91,9 @@ def test_every_vllm_option_is_accepted(vllm_options: list[dict[str, Any]]) -> No
 def test_switch_pairs_and_model_option() -> None:
     assert not _parse("--enable-auto-tool-choice", "--disable-auto-tool-choice").enable_auto_tool_choice
     assert not _parse("--trust-remote-code", "--no-trust-remote-code").trust_remote_code
+    assert config_from_args(_parse("--enable-prompt-embeds")).enable_prompt_embeds
+    assert not config_from_args(_parse("--enable-prompt-embeds", "--disable-prompt-embeds")).enable_prompt_embeds
+    assert no_effect_flags(_parse("--enable-prompt-embeds")) == []  # ours now, not a no-effect flag
     assert config_from_args(_parse("--model", "/m", "--tokenizer-mode", "hf")).model == "/m"
     assert config_from_args(_parse("/positional", "--model", "/m")).model == "/positional"
 
