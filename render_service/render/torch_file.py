@@ -10,9 +10,11 @@ here for the reason it fails in torch (nothing in it is ever imported or called)
 errors are the Python exceptions torch would raise (`UnpicklingError`, `KeyError`,
 `EOFError`, ...) with torch's messages where the message is torch's own; vLLM quotes them.
 
-Tensors are `TensorHeader`s; storages are checked for size as torch's `set_` does. Tensor
-kinds torch allows but a render tier has no use for (sparse, quantized, nested, meta,
-subclass wrappers, numpy rebuilds) raise `UnsupportedTensorError`.
+Tensors are `TensorHeader`s; storages are checked for size as torch's `set_` does. Sparse
+COO tensors are read with their invariants checked (indices read from their record), as
+vLLM loads them before densifying. Tensor kinds torch allows but a render tier has no use
+for (compressed sparse layouts, quantized, nested, meta, subclass wrappers, numpy rebuilds)
+raise `UnsupportedTensorError`.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ import pickle
 import re
 import struct
 import zipfile
+from array import array
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pickle import UnpicklingError
 from typing import Any
 
@@ -70,7 +73,7 @@ _LEGACY_PROTOCOL = 1001
 _BLOCKED_MODULES = ("sys", "os", "posix", "nt")
 # Allowed by torch but not something a prompt embedding can be (see the module docstring).
 _UNSUPPORTED_REBUILDS = (
-    "_rebuild_qtensor", "_rebuild_sparse_tensor", "_rebuild_meta_tensor_no_storage",
+    "_rebuild_qtensor", "_rebuild_meta_tensor_no_storage",
     "_rebuild_nested_tensor", "_rebuild_wrapper_subclass", "_rebuild_device_tensor_from_numpy",
     "_rebuild_device_tensor_from_cpu_tensor", "_rebuild_parameter_with_state",
 )  # fmt: skip
@@ -119,6 +122,10 @@ class TensorHeader:
 
     shape: tuple[int, ...]
     dtype: str
+    # Where its elements are (read only for the indices of a sparse tensor).
+    storage: _Storage | None = field(default=None, compare=False, repr=False)
+    offset: int = field(default=0, compare=False, repr=False)
+    stride: tuple[int, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def numel(self) -> int:
@@ -144,10 +151,26 @@ class _Global:
     name: str
     kind: str
 
+    def __repr__(self) -> str:
+        """repr() of torch's object, for torch's messages that print it (an address of the
+        usual width stands in for a function's)."""
+        if self.kind in ("torch.dtype", "torch.qscheme"):
+            return self.name
+        if self.kind == "function":
+            return f"<function {self.name.rsplit('.', 1)[-1]} at 0x7f0000000000>"
+        if self.kind == "builtin_function_or_method":
+            return f"<built-in function {self.name.rsplit('.', 1)[-1]}>"
+        return f"<class '{self.name.removeprefix('builtins.')}'>"
+
 
 @dataclass(frozen=True, slots=True)
 class _StorageType:
     dtype: str | None  # None: torch.storage.UntypedStorage (bytes)
+
+    def __repr__(self) -> str:
+        if self.dtype is None:
+            return "<class 'torch.storage.UntypedStorage'>"
+        return "<torch.serialization.StorageType object at 0x7f0000000000>"
 
 
 @dataclass(slots=True)
@@ -157,6 +180,19 @@ class _Storage:
     # Legacy-format storages are allocated by torch.load and grow when a tensor needs more
     # (the data read later must then match); zip-format ones are the record, fixed.
     resizable: bool = False
+    # The zip record's bytes, read on demand (None: legacy, its data comes after the pickle).
+    read: Callable[[], bytes] | None = None
+    little_endian: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """A torch.layout, by name (torch.serialization._get_layout)."""
+
+    name: str
+
+    def __repr__(self) -> str:
+        return self.name  # as repr(torch.sparse_coo)
 
 
 class _OrderedDict(dict[Any, Any]):
@@ -174,6 +210,7 @@ def _allowed_globals() -> dict[str, Any]:
         "function": ["torch.serialization._get_layout", "torch._tensor._rebuild_from_type_v2",
                      "torch._utils._rebuild_parameter", "torch._utils._rebuild_tensor",
                      "torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_tensor_v3",
+                     "torch._utils._rebuild_sparse_tensor",
                      *(f"torch._utils.{name}" for name in _UNSUPPORTED_REBUILDS)],
         "torch.qscheme": ["torch.per_tensor_affine", "torch.per_tensor_symmetric", "torch.per_channel_affine",
                           "torch.per_channel_symmetric", "torch.per_channel_affine_float_qparams"],
@@ -222,6 +259,8 @@ def _type_name(value: Any) -> str:
         return "<class 'torch.serialization.StorageType'>" if value.dtype else "<class 'type'>"
     if isinstance(value, _Storage):
         return "<class 'torch.storage.TypedStorage'>"
+    if isinstance(value, _Layout):
+        return "<class 'torch.layout'>"
     return str(type(value))
 
 
@@ -274,6 +313,8 @@ class _WeightsOnlyUnpickler:
     def _newobj(self) -> None:
         self.stack.pop()
         cls = self.stack.pop()
+        if isinstance(cls, _Global) and cls.kind == "function":
+            raise TypeError("function.__new__(X): X is not a type object (function)")
         if isinstance(cls, (_Global, _StorageType)):
             raise UnsupportedTensorError(f"creating {_describe(cls)} objects")
         raise UnpicklingError(
@@ -365,9 +406,9 @@ class _WeightsOnlyUnpickler:
     def _binpersid(self) -> None:
         pid = self.stack.pop()
         if type(pid) is not tuple and type(pid) is not int:
-            raise UnpicklingError(f"persistent_load id must be tuple or int, but got {type(pid)}")
+            raise UnpicklingError(f"persistent_load id must be tuple or int, but got {_type_name(pid)}")
         if type(pid) is tuple and len(pid) > 0 and _ascii(pid[0]) != "storage":
-            raise UnpicklingError(f"Only persistent_load of storage is allowed, but got {type(pid[0])}")
+            raise UnpicklingError(f"Only persistent_load of storage is allowed, but got {_type_name(pid[0])}")
         self.stack.append(self.persistent_load(pid))
 
     def _binget(self) -> None:
@@ -377,10 +418,12 @@ class _WeightsOnlyUnpickler:
         self.stack.append(self.memo[struct.unpack("<I", self.read(4))[0]])
 
     def _binput(self) -> None:
-        self.memo[self.read(1)[0]] = self.stack[-1]
+        index = self.read(1)[0]  # read before the stack is looked at, as torch does
+        self.memo[index] = self.stack[-1]
 
     def _long_binput(self) -> None:
-        self.memo[struct.unpack("<I", self.read(4))[0]] = self.stack[-1]
+        index = struct.unpack("<I", self.read(4))[0]
+        self.memo[index] = self.stack[-1]
 
     def _long1(self) -> None:
         size = self.read(1)[0]
@@ -471,6 +514,8 @@ def _rebuild_tensor_v2(
     storage: Any, storage_offset: Any, size: Any, stride: Any, requires_grad: Any, backward_hooks: Any, metadata: Any = None
 ) -> TensorHeader:
     tensor = _rebuild(storage, storage_offset, size, stride, _typed_dtype(storage, "dtype"))
+    if type(requires_grad) is not bool:  # torch assigns tensor.requires_grad
+        raise TypeError("requires_grad must be a bool")
     return _with_grad(_without_metadata(tensor, metadata), requires_grad)
 
 
@@ -499,9 +544,101 @@ def _rebuild_parameter(data: Any, requires_grad: Any, backward_hooks: Any) -> Te
     return _with_grad(data, requires_grad)
 
 
+_LAYOUTS = ("torch.strided", "torch.sparse_coo", "torch.sparse_csr", "torch.sparse_csc", "torch.sparse_bsr",
+            "torch.sparse_bsc", "torch._mkldnn", "torch.jagged")  # fmt: skip
+
+
+@_torch_named("torch.serialization")
+def _get_layout(name: Any) -> _Layout:
+    if name not in _LAYOUTS:
+        raise KeyError(name)
+    return _Layout(name)
+
+
+@_torch_named("torch._utils")
+def _rebuild_sparse_tensor(layout: Any, data: Any) -> TensorHeader:
+    """COO tensors as torch builds and then validates them (vLLM loads under
+    check_sparse_tensor_invariants); the compressed layouts are not read here."""
+    if layout == _Layout("torch.sparse_coo"):
+        if len(data) == 3:
+            indices, values, size = data
+            is_coalesced = None
+        else:
+            indices, values, size, is_coalesced = data
+        return _sparse_coo(indices, values, size, is_coalesced)
+    if isinstance(layout, _Layout) and layout.name in ("torch.sparse_csr", "torch.sparse_csc", "torch.sparse_bsr", "torch.sparse_bsc"):
+        raise UnsupportedTensorError(f"{layout.name} tensors")
+    raise NotImplementedError(f"rebuilding sparse tensor for layout {layout.name if isinstance(layout, _Layout) else layout}")
+
+
+def _sparse_coo(indices: Any, values: Any, size: Any, is_coalesced: Any) -> TensorHeader:
+    """torch.sparse_coo_tensor(indices, values, size) and its invariants, with torch's texts
+    for the malformations a writer can make; oddities torch tolerates (non-int64 indices,
+    0-d values, ...) are refused as unsupported."""
+    if not (isinstance(indices, TensorHeader) and isinstance(values, TensorHeader) and _int_sequence(size)):
+        raise UnsupportedTensorError("a sparse COO tensor without index and value tensors")
+    if is_coalesced not in (None, False, True) or indices.dtype != "int64" or not values.shape:
+        raise UnsupportedTensorError("a sparse COO tensor of unusual types")
+    if len(indices.shape) != 2:
+        raise RuntimeError(f"indices must be sparse_dim x nnz, but got: {list(indices.shape)}")
+    sparse_dim, nnz = indices.shape
+    dense_dim = len(values.shape) - 1
+    if len(size) != sparse_dim + dense_dim:
+        raise RuntimeError(
+            f"'len(size) == sparse_dim + dense_dim' is not satisfied: len(size) = {len(size)}, "
+            f"sparse_dim = {sparse_dim}, dense_dim = {dense_dim}"
+        )
+    if values.shape[0] != nnz:
+        raise RuntimeError(
+            f"indices and values must have same nnz, but got nnz from indices: {nnz}, nnz from values: {values.shape[0]}"
+        )
+    expected = [nnz, *size[sparse_dim:]]
+    if list(values.shape) != expected:
+        raise RuntimeError(f"values has incorrect size, expected {expected}, got {list(values.shape)}")
+    if any(dim < 0 for dim in size):
+        raise RuntimeError("numel: integer multiplication overflow")
+    rows = _index_rows(indices)
+    for dim, row in enumerate(rows):
+        if row and min(row) < 0:
+            raise RuntimeError(f"found negative index {min(row)} for dim {dim}")
+        if row and max(row) >= size[dim]:
+            raise RuntimeError(
+                f"size is inconsistent with indices: for dim {dim}, size is {size[dim]} but found index {max(row)}"
+            )
+    if is_coalesced and any(a >= b for a, b in zip(zip(*rows), list(zip(*rows))[1:], strict=False)):
+        raise RuntimeError("cannot set is_coalesced to true if indices correspond to uncoalesced COO tensor")
+    return TensorHeader(tuple(size), values.dtype)
+
+
+def _index_rows(indices: TensorHeader) -> list[list[int]]:
+    """The int64 elements of a 2-D index tensor, one list per sparse dimension."""
+    storage = indices.storage
+    if storage is None or storage.read is None:
+        raise UnsupportedTensorError("sparse tensors of the legacy format")
+    data = storage.read()
+    values = array("q", data[: len(data) - len(data) % 8])
+    if not storage.little_endian:
+        values.byteswap()
+    dims, nnz = indices.shape
+    row_step, column_step = indices.stride
+    rows: list[list[int]] = []
+    for dim in range(dims):
+        start = indices.offset + dim * row_step
+        if not nnz:
+            rows.append([])
+        elif column_step == 0:  # an expanded index tensor: one element repeated
+            rows.append([values[start]] * nnz)
+        else:
+            rows.append(values[start : start + (nnz - 1) * column_step + 1 : column_step].tolist())
+    return rows
+
+
 @_torch_named("torch")
 class _Size(tuple[Any, ...]):
     """torch.Size: a tuple."""
+
+    def __repr__(self) -> str:
+        return f"torch.Size({list(self)})"
 
 
 _OrderedDict.__module__, _OrderedDict.__qualname__, _Size.__qualname__ = "collections", "OrderedDict", "Size"
@@ -510,6 +647,8 @@ _CALLABLES: dict[str, Callable[..., Any]] = {
     "torch._utils._rebuild_tensor_v2": _rebuild_tensor_v2,
     "torch._utils._rebuild_tensor_v3": _rebuild_tensor_v3,
     "torch._utils._rebuild_parameter": _rebuild_parameter,
+    "torch._utils._rebuild_sparse_tensor": _rebuild_sparse_tensor,
+    "torch.serialization._get_layout": _get_layout,
     "collections.OrderedDict": _OrderedDict,
     "torch.Size": _Size,
     "builtins.set": set,
@@ -555,7 +694,8 @@ def _set_args_error(offset: Any, size: Any, stride: Any) -> TypeError:
     def describe(value: Any, ok: bool) -> str:  # torch's text for an argument, "!...!" if refused
         text = _short_type(value)
         if isinstance(value, tuple):
-            text = "tuple of (" + ", ".join(_short_type(item) for item in value) + ")"
+            items = [_short_type(item) for item in value]
+            text = "tuple of (" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
         return text if ok else f"!{text}!"
 
     got = ", ".join(["torch.storage.UntypedStorage", *(_short_type(v) for v in (offset, size, stride))])
@@ -585,6 +725,10 @@ def _rebuild(storage: _Storage, offset: Any, size: Any, stride: Any, dtype: str)
     """torch.empty((0,), dtype).set_(storage, offset, size, stride), with set_'s refusals."""
     if type(offset) is not int or not _int_sequence(size) or not _int_sequence(stride):
         raise _set_args_error(offset, size, stride)
+    if size and not stride:  # set_'s stride defaults to contiguous
+        stride = [1] * len(size)
+        for dim in range(len(size) - 2, -1, -1):
+            stride[dim] = stride[dim + 1] * max(size[dim + 1], 1)
     if len(size) != len(stride):
         raise RuntimeError(f"unequal size length ({len(size)}) and stride length ({len(stride)})")
     if offset < 0:
@@ -603,7 +747,7 @@ def _rebuild(storage: _Storage, offset: Any, size: Any, stride: Any, dtype: str)
         if not storage.resizable:
             raise RuntimeError("Trying to resize storage that is not resizable")
         storage.nbytes = extent * item
-    return TensorHeader(shape, dtype)
+    return TensorHeader(shape, dtype, storage, offset, tuple(stride))
 
 
 def _storage_dtype(storage_type: Any) -> str:
@@ -670,7 +814,8 @@ def _load_zip(payload: bytes) -> Any:
                     f"record size ({size} bytes) does not match expected size ({nbytes} bytes = "
                     f"{nbytes} elements * 1 bytes/element) for dtype Byte"
                 )
-            loaded[key] = _Storage(dtype, nbytes)
+            record_name = f"{prefix}data/{key}"
+            loaded[key] = _Storage(dtype, nbytes, read=lambda: archive.read(record_name), little_endian=byteorder == b"little")
         return loaded[key]
 
     return _WeightsOnlyUnpickler(io.BytesIO(record("data.pkl")), persistent_load).load()
@@ -722,12 +867,17 @@ def _check_legacy_storage(file: io.BytesIO, storage: _Storage) -> None:
     head = file.read(8)
     if len(head) < 8:
         raise _unexpected_eof(8 - len(head))
-    file_bytes = struct.unpack("<q", head)[0] * DTYPE_SIZES[storage.dtype]
+    file_bytes = _int64(struct.unpack("<q", head)[0] * DTYPE_SIZES[storage.dtype])  # C++ arithmetic
     if file_bytes != storage.nbytes:
         raise RuntimeError(f"storage has wrong byte size: expected %ld got %ld{file_bytes}{storage.nbytes}")
     missing = storage.nbytes - len(file.read(storage.nbytes))
     if missing:
         raise _unexpected_eof(missing)
+
+
+def _int64(value: int) -> int:
+    """`value` wrapped as a signed 64-bit integer."""
+    return (value + _INT64_LIMIT) % (2 * _INT64_LIMIT) - _INT64_LIMIT
 
 
 def _unexpected_eof(missing: int) -> RuntimeError:

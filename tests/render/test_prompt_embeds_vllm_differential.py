@@ -50,6 +50,7 @@ _PAYLOADS = {
     "expanded": "torch.randn(1, 64).expand(5, 64)",
     "over_2gib": "torch.zeros(1, 64, dtype=torch.bfloat16).expand(20_000_000, 64)",
     "million_rows": "torch.zeros(1, 64, dtype=torch.bfloat16).expand(1_000_000, 64)",
+    "sparse": "torch.randn(4, 64).relu().to_sparse()",
 }
 _PAYLOAD_SCRIPT = """
 import base64, collections, io, json, sys
@@ -103,6 +104,7 @@ def _completion_cases(p: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
         ("transposed", {"prompt_embeds": p["transposed"]}),
         ("parameter", {"prompt_embeds": p["param"]}),
         ("legacy_format", {"prompt_embeds": p["legacy"]}),
+        ("sparse_coo", {"prompt_embeds": p["sparse"]}),
         ("list", {"prompt_embeds": [p["f32"], p["bf16"]]}),
         ("embeds_win_over_prompt", {"prompt": "Hi", "prompt_embeds": p["f32"]}),
         # invalid payloads
@@ -151,6 +153,7 @@ def _chat_cases(p: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
         ("two_parts", {"messages": [_user(_part(p["bf16"]), {"type": "text", "text": "and"}, _part(p["batch1"]))]}),
         ("parts_in_two_turns", {"messages": [
             _user(_part(p["f16"])), {"role": "assistant", "content": "ok"}, _user(text, _part(p["f32"]))]}),
+        ("sparse_coo", {"messages": [_user(text, _part(p["sparse"]))]}),
         ("kept_reasoning", {"messages": [
             _user(text), {"role": "assistant", "content": "a", "reasoning": _part(p["bf16"])}]}),
         ("dropped_reasoning", {"messages": [

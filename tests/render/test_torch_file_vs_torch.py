@@ -1,9 +1,9 @@
 """Our torch-free `prompt_embeds` loader == vLLM 0.33's `safe_load_prompt_embeds` over torch.
 
-The reference venv's python builds payloads with torch (crafted ones, then random mutations
-of torch.save files: flipped, dropped and inserted bytes, cuts, in the pickle of zip archives
-and anywhere in legacy files) and records what vLLM's loader says for each: the shape, or
-the error text. Ours must say the same thing for every payload (no server; one subprocess).
+The reference venv's python builds payloads with torch (crafted ones, sparse COO tensors
+valid and malformed among them, then random mutations of torch.save files: flipped, dropped
+and inserted bytes, cuts, in the pickle of zip archives and anywhere in legacy files) and
+records what vLLM's loader says for each: the shape, or the error text. Ours must say the same thing for every payload (no server; one subprocess).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from .ref_server import ref_venv
 pytestmark = pytest.mark.vllm
 
 _MUTANTS = 600
+# Loaded by torch and accepted by vLLM, refused here (README "Known differences").
+_NOT_READ_HERE = {"sparse_csr"}
 _SCRIPT = r"""
 import base64, collections, io, json, pickle, random, sys, types, warnings, zipfile
 import torch
@@ -42,6 +44,13 @@ def rezip(data, edit):
 class Unsafe:
     def __reduce__(self):
         return (print, ("x",))
+class RawSparse:  # a COO rebuild with the given (possibly malformed) parts
+    def __init__(self, *data):
+        self.data = data
+    def __reduce__(self):
+        return (torch._utils._rebuild_sparse_tensor, (torch.sparse_coo, self.data))
+def coo(indices, values, size, **options):
+    return torch.sparse_coo_tensor(torch.tensor(indices), torch.tensor(values), size, check_invariants=False, **options)
 tensor = save(torch.zeros(3, 64))
 crafted = {
     "empty": b"", "text": b"hello world, not a tensor", "zeros": b"\0" * 20,
@@ -56,9 +65,17 @@ crafted = {
     "no_record": rezip(tensor, lambda n, d: None if n.endswith("data/0") else d),
     "no_pickle": rezip(tensor, lambda n, d: None if n.endswith("data.pkl") else d),
     "bad_zip": b"PK\x03\x04" + b"\0" * 40,
+    "sparse": save(torch.randn(3, 64).relu().to_sparse()), "sparse_hybrid": save(torch.ones(3, 64).to_sparse(sparse_dim=1)),
+    "sparse_batch1": save(torch.ones(1, 3, 64).to_sparse()), "sparse_big": save(coo([[0], [1]], [1.0], (2**20, 2**20))),
+    "sparse_out_of_bounds": save(coo([[1], [64]], [1.0], (3, 64))), "sparse_negative": save(coo([[0, 2], [1, -7]], [1.0, 1.0], (3, 64))),
+    "sparse_false_coalesced": save(coo([[1, 0], [1, 1]], [1.0, 2.0], (3, 64), is_coalesced=True)),
+    "sparse_nnz_mismatch": save(RawSparse(torch.tensor([[0, 1], [1, 2]]), torch.tensor([1.0]), torch.Size([3, 64]), None)),
+    "sparse_size_length": save(RawSparse(torch.tensor([[0], [1]]), torch.tensor([1.0]), torch.Size([3, 64, 2]), None)),
+    "sparse_csr": save(torch.ones(3, 64).to_sparse_csr()),
 }
 rng = random.Random(16)
 bases = [tensor, save(torch.zeros(2, 64, dtype=torch.bfloat16)), save({"a": [1, 2.5, "x", (1,)]}),
+         save(torch.randn(4, 64).relu().to_sparse()), save(torch.ones(3, 64).to_sparse(sparse_dim=1)),
          save(torch.zeros(3, 64), legacy=True), save([torch.zeros(1, 64), {1: 2}])]
 def mutate(data):
     data = bytearray(data)
@@ -110,7 +127,9 @@ def test_loader_says_what_vllm_over_torch_says(torch_verdicts: list[list[Any]]) 
             got = ["error", exc.message]
         # Our count is the first dimension of vLLM's 2-D tensor.
         wanted = ["shape", expected[:1]] if kind == "shape" else [kind, expected]
-        if got != wanted:
+        if name in _NOT_READ_HERE:
+            assert kind == "shape" and got[0] == "error" and "holds a tensor kind" in got[1], (name, got)
+        elif got != wanted:
             problems.append(f"{name}: vLLM {wanted!r:.300}\n   ours {got!r:.300}")
     assert len(torch_verdicts) > _MUTANTS
     assert not problems, "\n".join(problems)
