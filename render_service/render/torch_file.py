@@ -68,6 +68,10 @@ _SPARSE_KINDS = ("Double", "Float", "Long", "Int", "Short", "Char", "Byte", "Hal
 _CUDA_STORAGES = ("Double", "ComplexDouble", "ComplexFloat", "Long", "Byte", "BFloat16", "Char",
                   "Float", "Half", "Short", "Int", "Bool")  # fmt: skip
 _INT64_LIMIT = 1 << 63
+_PLAIN_CODECS = ("latin1", "latin-1", "iso-8859-1", "ascii", "utf-8", "utf8")
+# A zip record is inflated only up to this (torch writes them stored; a deflated one could
+# be a bomb).
+_MAX_INFLATED_RECORD = 64 * 1024 * 1024
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 _LEGACY_PROTOCOL = 1001
 _BLOCKED_MODULES = ("sys", "os", "posix", "nt")
@@ -605,13 +609,24 @@ def _sparse_coo(indices: Any, values: Any, size: Any, is_coalesced: Any) -> Tens
             raise RuntimeError(
                 f"size is inconsistent with indices: for dim {dim}, size is {size[dim]} but found index {max(row)}"
             )
-    if is_coalesced and any(a >= b for a, b in zip(zip(*rows), list(zip(*rows))[1:], strict=False)):
+    if is_coalesced and not _strictly_increasing(rows):
         raise RuntimeError("cannot set is_coalesced to true if indices correspond to uncoalesced COO tensor")
     return TensorHeader(tuple(size), values.dtype)
 
 
-def _index_rows(indices: TensorHeader) -> list[list[int]]:
-    """The int64 elements of a 2-D index tensor, one list per sparse dimension."""
+def _strictly_increasing(rows: list[Any]) -> bool:
+    """Whether the index columns are sorted and distinct (a coalesced tensor's)."""
+    columns = zip(*rows, strict=True)
+    previous = next(columns, None)
+    for column in columns:
+        if previous is not None and column <= previous:
+            return False
+        previous = column
+    return True
+
+
+def _index_rows(indices: TensorHeader) -> list[Any]:
+    """The int64 elements of a 2-D index tensor, one array per sparse dimension."""
     storage = indices.storage
     if storage is None or storage.read is None:
         raise UnsupportedTensorError("sparse tensors of the legacy format")
@@ -621,15 +636,15 @@ def _index_rows(indices: TensorHeader) -> list[list[int]]:
         values.byteswap()
     dims, nnz = indices.shape
     row_step, column_step = indices.stride
-    rows: list[list[int]] = []
+    rows: list[Any] = []
     for dim in range(dims):
         start = indices.offset + dim * row_step
         if not nnz:
-            rows.append([])
+            rows.append(array("q"))
         elif column_step == 0:  # an expanded index tensor: one element repeated
-            rows.append([values[start]] * nnz)
+            rows.append(array("q", [values[start]]) * nnz)
         else:
-            rows.append(values[start : start + (nnz - 1) * column_step + 1 : column_step].tolist())
+            rows.append(values[start : start + (nnz - 1) * column_step + 1 : column_step])
     return rows
 
 
@@ -639,6 +654,15 @@ class _Size(tuple[Any, ...]):
 
     def __repr__(self) -> str:
         return f"torch.Size({list(self)})"
+
+
+def _encode(text: Any, encoding: Any = "utf-8", errors: Any = "strict") -> bytes:
+    """_codecs.encode as torch's `bytes` pickles use it (latin-1 text, "latin1"). Only the
+    byte-per-character codecs: others (punycode is quadratic) are not worth the risk here."""
+    if not isinstance(encoding, str) or encoding.lower().replace("_", "-") not in _PLAIN_CODECS:
+        raise UnsupportedTensorError(f"_codecs.encode with the {encoding!r} codec")
+    encoded: bytes = codecs.encode(text, encoding, errors)
+    return encoded
 
 
 _OrderedDict.__module__, _OrderedDict.__qualname__, _Size.__qualname__ = "collections", "OrderedDict", "Size"
@@ -653,7 +677,7 @@ _CALLABLES: dict[str, Callable[..., Any]] = {
     "torch.Size": _Size,
     "builtins.set": set,
     "builtins.complex": complex,
-    "_codecs.encode": codecs.encode,  # torch's `bytes` pickles: encode(latin-1 text, "latin1")
+    "_codecs.encode": _encode,
 }
 
 
@@ -790,9 +814,12 @@ def _load_zip(payload: bytes) -> Any:
 
     def record(name: str) -> bytes:
         try:
-            return archive.read(prefix + name)
+            info = archive.getinfo(prefix + name)
         except KeyError:
             raise _missing_record(name) from None
+        if info.compress_type != zipfile.ZIP_STORED and info.file_size > _MAX_INFLATED_RECORD:
+            raise UnsupportedTensorError(f"a compressed record of {info.file_size} bytes")
+        return archive.read(info)
 
     byteorder = record("byteorder") if f"{prefix}byteorder" in names else b"little"
     if byteorder not in (b"little", b"big"):
@@ -814,8 +841,8 @@ def _load_zip(payload: bytes) -> Any:
                     f"record size ({size} bytes) does not match expected size ({nbytes} bytes = "
                     f"{nbytes} elements * 1 bytes/element) for dtype Byte"
                 )
-            record_name = f"{prefix}data/{key}"
-            loaded[key] = _Storage(dtype, nbytes, read=lambda: archive.read(record_name), little_endian=byteorder == b"little")
+            record_name = f"data/{key}"
+            loaded[key] = _Storage(dtype, nbytes, read=lambda: record(record_name), little_endian=byteorder == b"little")
         return loaded[key]
 
     return _WeightsOnlyUnpickler(io.BytesIO(record("data.pkl")), persistent_load).load()
