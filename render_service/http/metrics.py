@@ -7,6 +7,7 @@ points PROMETHEUS_MULTIPROC_DIR at a fresh folder before the workers start.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -23,6 +24,24 @@ __all__ = ["METRICS", "VLLM_HTTP_METRICS", "VLLM_EXCLUDED_HANDLERS", "render_met
 _LATENCY_BUCKETS = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 )
+
+
+class _Labelled:
+    """`metric.labels(*values)`, resolved once per label values: prometheus_client validates,
+    converts and locks on every `labels()` call, six times per request here. Same children
+    (labels() hands out one child per values), so exports are unchanged."""
+
+    __slots__ = ("_metric", "_children")
+
+    def __init__(self, metric: Any) -> None:
+        self._metric = metric
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def __call__(self, *values: str) -> Any:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self._metric.labels(*values)
+        return child
 
 
 class _Metrics:
@@ -51,6 +70,8 @@ class _Metrics:
             "Requests refused before any work, by reason.",
             ["reason"],
         )
+        self.requests_by = _Labelled(self.requests)
+        self.latency_by = _Labelled(self.latency)
 
 
 METRICS = _Metrics()
@@ -83,14 +104,16 @@ class _VllmHttpMetrics:
         self.latency = Histogram("http_request_duration_seconds", "Latency with only few buckets by handler. "
                                  "Made to be only used if aggregation by handler is important. ",
                                  ["method", "handler"], buckets=_LOWR_BUCKETS)
+        self._requests, self._latency = _Labelled(self.requests), _Labelled(self.latency)
+        self._request_size, self._response_size = _Labelled(self.request_size), _Labelled(self.response_size)
 
     def observe(self, method: str, status: int, handler: str, request_bytes: int, response_bytes: int,
                 seconds: float) -> None:
-        self.requests.labels(method, f"{str(status)[0]}xx", handler).inc()
-        self.request_size.labels(handler).observe(request_bytes)
-        self.response_size.labels(handler).observe(response_bytes)
+        self._requests(method, f"{str(status)[0]}xx", handler).inc()
+        self._request_size(handler).observe(request_bytes)
+        self._response_size(handler).observe(response_bytes)
         self.latency_highr.observe(seconds)
-        self.latency.labels(method, handler).observe(seconds)
+        self._latency(method, handler).observe(seconds)
 
 
 VLLM_HTTP_METRICS = _VllmHttpMetrics()

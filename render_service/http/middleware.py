@@ -97,9 +97,9 @@ class ServiceMiddleware:
         try:
             await self._dispatch(scope, receive, send_recording, path)
         finally:
-            METRICS.requests.labels(endpoint, str(status_box[0])).inc()
+            METRICS.requests_by(endpoint, str(status_box[0])).inc()
             elapsed = time.perf_counter() - started
-            METRICS.latency.labels(endpoint).observe(elapsed)
+            METRICS.latency_by(endpoint).observe(elapsed)
             if not path.startswith(self.vllm_excluded):
                 handler = path if path in self.known_paths else "none"
                 VLLM_HTTP_METRICS.observe(scope["method"], status_box[0], handler,
