@@ -19,6 +19,10 @@ maximum) and then as many other unique requests from --concurrency clients (req/
 worker). Before timing, ours and the reference must return the same token ids for the same
 request; a server that does not start, a failed request or a mismatch stops the run.
 
+Then a sweep over prompt lengths (--sweep-tokens, --sweep-n cold requests each, sequential):
+p50 latency of ours (in-process and HTTP) and of the reference, drawn as a PNG
+(--plot, default docs/bench/render_latency.png; `--no-plot` skips it).
+
 Final stdout line: JSON with all numbers and, per row, the ratios ref/ours for p50 and p99
 latency and ours/ref for throughput. Usage:
     .venv/bin/python bench/render.py               # full: ~100-200 samples per row
@@ -270,9 +274,7 @@ class OurHttpServer:
             str(self.port),
             "--workers",
             "1",
-            "--log-level",
-            "warning",
-        ]
+        ]  # uvicorn's default log level: an access-log line per request, as the reference writes
         with self.log_path.open("wb") as log:
             self._proc = subprocess.Popen(
                 cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO)
@@ -335,13 +337,42 @@ def parse_args() -> argparse.Namespace:
         help="requests per 50k row (latency; as many again for req/s)",
     )
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--sweep-tokens", type=int, nargs="*", default=[1000, 2000, 4000, 9000, 16000, 32000, 48000],
+                        help="prompt lengths of the latency sweep (none: no sweep)")
+    parser.add_argument("--sweep-n", type=int, default=20, help="cold requests per sweep length")
+    parser.add_argument("--plot", type=Path, default=REPO / "docs" / "bench" / "render_latency.png")
+    parser.add_argument("--no-plot", action="store_true")
     parser.add_argument("--quick", action="store_true", help="smoke test: 4 requests per row")
     args = parser.parse_args()
     if args.quick:
         args.n9k = args.n50k = 4
+        args.sweep_n = 2
     if min(args.n9k, args.n50k) < 2:
         parser.error("--n9k and --n50k must be >= 2")
     return args
+
+
+def sweep(call: Call, prompts: dict[int, str], n: int, label: str) -> dict[int, float]:
+    """p50 ms of `n` cold (unique) requests per prompt length."""
+    call(chat_9k(next(iter(prompts.values())), f"{label}-sweep-warm"))
+    out = {}
+    for tokens, text in prompts.items():
+        out[tokens] = percentiles(time_calls(call, [chat_9k(text, f"{label}-s{tokens}-{i}") for i in range(n)]))["p50_ms"]
+    print(label, "sweep p50 ms", json.dumps(out), file=sys.stderr, flush=True)
+    return out
+
+
+def plot_sweep(path: Path, results: dict[str, Any]) -> None:
+    from bench.plots import save_png
+
+    names = {"ours_inproc": "render-service, in-process", "ours_http": "render-service over HTTP",
+             "vllm_ref_http": "vLLM 0.33 render server over HTTP"}  # fmt: skip
+    sizes = results["sweep"]["prompt_tokens"]
+    series = [(label, sizes, [results["sweep"][key][str(n)] for n in sizes]) for key, label in names.items()]
+    save_png(path, series, title="Chat render latency against prompt length (cold, p50)",
+             xlabel="prompt tokens", ylabel="p50 latency, ms",
+             note=f"python bench/render.py; {results['sweep']['n']} unique requests per point, sequential; "
+                  f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
 
 
 def build_model_dir(work: Path) -> Path:
@@ -372,6 +403,8 @@ def main() -> None:
     chunks = [text[i * len(big) : (i + 1) * len(big)] for i in range(6)]
     work = Workloads(big, chunks, args.n9k, args.n50k)
     probe = [chat_9k(big, "probe"), agent_turns(chunks, "probe")[-1]]
+    sweep_prompts = {n: tokens_to_chars(text, renderer, n) for n in args.sweep_tokens}
+    sweeps: dict[str, dict[int, float]] = {}
 
     results: dict[str, Any] = {
         "args": {"n9k": args.n9k, "n50k": args.n50k, "concurrency": args.concurrency},
@@ -382,16 +415,25 @@ def main() -> None:
         "tokenizer_backend": renderer.bundle.encoder.backend_name,
     }
     results["ours_inproc"] = measure_ours("ours", renderer.render_chat, work, 1)
+    sweeps["ours_inproc"] = sweep(renderer.render_chat, sweep_prompts, args.sweep_n, "ours")
     with OurHttpServer(config, logs) as server:
-        results["ours_http"] = measure_ours(
-            "ours-http", http_caller(server.url), work, args.concurrency
-        )
+        http_call = http_caller(server.url)
+        results["ours_http"] = measure_ours("ours-http", http_call, work, args.concurrency)
+        sweeps["ours_http"] = sweep(http_call, sweep_prompts, args.sweep_n, "ours-http")
     with RefRenderServer(model_dir, PARSER_FLAGS, logs) as ref:
         ref_call = http_caller(ref.url)
         check_same_tokens(renderer.render_chat, ref_call, probe)
         results["vllm_ref_http"] = measure_ref(ref_call, work, args.concurrency)
+        sweeps["vllm_ref_http"] = sweep(ref_call, sweep_prompts, args.sweep_n, "ref")
 
     results["ratios"] = ratios(results)
+    if sweep_prompts:
+        results["sweep"] = {"prompt_tokens": list(sweep_prompts), "n": args.sweep_n,
+                            **{key: {str(k): v for k, v in values.items()} for key, values in sweeps.items()}}
+        results["sweep"]["http_p50_over_ref"] = {
+            str(n): round(sweeps["ours_http"][n] / sweeps["vllm_ref_http"][n], 3) for n in sweep_prompts}
+        if not args.no_plot:
+            plot_sweep(args.plot, results)
     results["load_average"] = os.getloadavg()
     print(json.dumps(results))
 

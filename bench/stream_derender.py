@@ -79,6 +79,23 @@ def cpu_seconds(root: int) -> float:
     return total / _clock_ticks()
 
 
+def task_cpu_ns(root: int) -> int:
+    """CPU nanoseconds of a process tree's threads (schedstat: ns-precise, unlike the 10 ms
+    ticks of /proc/<pid>/stat, so a sub-millisecond chunk can be timed on its own)."""
+    total = 0
+    for pid in _tree_pids(root):
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue  # a thread that just ended
+    return total
+
+
 def build_output(tokenizer, n_tokens: int) -> list[int]:  # noqa: ANN001
     call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
     reasoning = "Thinking about the weather in 中文 and emoji 😀, step by step. "
@@ -101,10 +118,11 @@ def build_prompt(tokenizer, n_tokens: int) -> list[int]:  # noqa: ANN001
 
 def run_stream(url: str, ids: list[int], prompt: list[int], every_chunk: bool, limit: int,
                client: httpx.Client, chat_request: dict, sizes: list[int] | None = None,
-               latencies: list[float] | None = None) -> tuple[int, int, int]:  # fmt: skip
+               latencies: list[float] | None = None, server_pid: int | None = None,
+               chunk_cpu_ms: list[float] | None = None) -> tuple[int, int, int]:  # fmt: skip
     """Send ids[:limit] one per chunk; returns (requests, total bytes, first request bytes).
     `sizes`: filled with each returned stream_state's size in bytes; `latencies` with each
-    request's wall seconds."""
+    request's wall seconds; `chunk_cpu_ms` with each chunk's server CPU (of `server_pid`'s tree)."""
     state, total_bytes, first_bytes = None, 0, 0
     ids = ids[:limit]
     for k, token in enumerate(ids):
@@ -117,10 +135,13 @@ def run_stream(url: str, ids: list[int], prompt: list[int], every_chunk: bool, l
         raw = orjson.dumps(body)
         total_bytes += len(raw)
         first_bytes = first_bytes or len(raw)
+        cpu0 = task_cpu_ns(server_pid) if chunk_cpu_ms is not None and server_pid else 0
         t0 = time.perf_counter()
         response = client.post(url, content=raw, headers={"content-type": "application/json"})
         if latencies is not None:
             latencies.append(time.perf_counter() - t0)
+        if chunk_cpu_ms is not None and server_pid:
+            chunk_cpu_ms.append((task_cpu_ns(server_pid) - cpu0) / 1e6)
         if response.status_code != 200:
             raise SystemExit(f"chunk {k}: HTTP {response.status_code}: {response.text[:500]}")
         state = response.json()["stream_state"]
@@ -165,13 +186,16 @@ class OurServer:
                 self.proc.wait(timeout=30)
 
 
-def measure(server_pid: int, url: str, ids, prompt, every_chunk: bool, limit: int, chat_request: dict) -> dict:  # noqa: ANN001
+def measure(server_pid: int, url: str, ids, prompt, every_chunk: bool, limit: int, chat_request: dict,  # noqa: ANN001
+            chunk_cpu_ms: list[float] | None = None) -> dict:  # fmt: skip
+    """The stream's totals; `chunk_cpu_ms` (if given) gets each chunk's server CPU, for the
+    picture (the reading between chunks adds client time, no server CPU)."""
     sizes: list[int] = []
     latencies: list[float] = []
     with httpx.Client(timeout=600) as client:
         cpu0, t0 = cpu_seconds(server_pid), time.monotonic()
         n, total_bytes, first_bytes = run_stream(url, ids, prompt, every_chunk, limit, client,
-                                                 chat_request, sizes, latencies)
+                                                 chat_request, sizes, latencies, server_pid, chunk_cpu_ms)
         cpu1, t1 = cpu_seconds(server_pid), time.monotonic()
     latencies.sort()
     return {"tokens": n, "cpu_s": round(cpu1 - cpu0, 3), "wall_s": round(t1 - t0, 3),
@@ -242,6 +266,28 @@ def ref_sampled(server_pid: int, url: str, ids, prompt, chat_request: dict, ever
             "sampled_chunks": {k: round(c, 4) for k, c in zip(positions, costs)}}
 
 
+def _window_means(values: list[float], width: int) -> tuple[list[float], list[float]]:
+    """Means over consecutive windows of `width` chunks, at each window's middle chunk."""
+    xs, ys = [], []
+    for start in range(0, len(values) - width + 1, width):
+        xs.append(start + width / 2)
+        ys.append(sum(values[start:start + width]) / width)
+    return xs, ys
+
+
+def plot_chunks(path: Path, ours: list[float], ref: list[float], args: argparse.Namespace, prompt_tokens: int) -> None:
+    from bench.plots import save_png
+
+    width = 25
+    protocol = ("prompt and chat_request resent with every chunk (vLLM's protocol)" if args.protocol == "vllm"
+                else "prompt on the first chunk only (lean protocol)")  # fmt: skip
+    save_png(path, [("render-service", *_window_means(ours, width)), ("vLLM 0.33 render server", *_window_means(ref, width))],
+             title=f"Streaming derender: server CPU per chunk, {prompt_tokens:,}-token prompt, one token per chunk",
+             xlabel="chunk index (output tokens so far)", ylabel=f"server CPU per chunk, ms (mean of {width})",
+             note=f"python bench/stream_derender.py --protocol {args.protocol} --tokens {args.tokens} "
+                  f"--ref-tokens {args.ref_tokens}; {protocol}; load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     # The agentic output is ~12,800 tokens: with a 16k prompt it stays inside the 40,960-token
@@ -252,6 +298,11 @@ def main() -> None:
     parser.add_argument("--case", choices=("mixed", "agentic"), default="mixed")
     parser.add_argument("--ref-sample-every", type=int, default=0,
                         help="also integrate vLLM's cost over the whole output from chunks sampled this often")
+    parser.add_argument("--ours-only", action="store_true", help="skip the reference (no ratios)")
+    parser.add_argument("--plot", type=Path, default=None,
+                        help="PNG of per-chunk server CPU, ours against vLLM's "
+                             "(default: docs/bench/stream_derender_<case>_<protocol>.png)")
+    parser.add_argument("--no-plot", action="store_true")
     parser.add_argument("--protocol", choices=("lean", "vllm"), default="lean",
                         help="what our client sends: prompt and request on the first chunk only "
                              "(lean), or with every chunk, as a vLLM client does unchanged (vllm)")
@@ -281,17 +332,30 @@ def main() -> None:
     document = tokenizer.decode(prompt[4:-5])
     chat_request = {"messages": [{"role": "user", "content": document}], "tools": tools}
     resend = args.protocol == "vllm"
+    ours_chunks: list[float] = []
+    ref_chunks: list[float] = []
     with OurServer(model_dir, max_len, log_dir) as ours:
         assert ours.proc is not None
-        ours_full = measure(ours.proc.pid, ours.url + path, ids, prompt, resend, len(ids), chat_request)
+        ours_full = measure(ours.proc.pid, ours.url + path, ids, prompt, resend, len(ids), chat_request, ours_chunks)
         ours_prefix = measure(ours.proc.pid, ours.url + path, ids, prompt, resend, args.ref_tokens, chat_request)
         window = (cpu_of_window(ours.proc.pid, ours.url + path, ids, prompt, chat_request, 1000)
                   if args.case == "agentic" else None)  # fmt: skip
+    ours_full["chunk_cpu_p50_ms"] = round(sorted(ours_chunks)[len(ours_chunks) // 2], 3)
+    if args.ours_only:
+        print(json.dumps({"bench": "stream_derender", "case": args.case, "protocol": args.protocol,
+                          "prompt_tokens": len(prompt), "ours": ours_full, "ours_on_ref_prefix": ours_prefix,
+                          "load_average": os.getloadavg()}))  # fmt: skip
+        return
     with RefRenderServer(model_dir, PARSER_FLAGS + ("--max-model-len", str(max_len)), log_dir) as ref:
         assert ref._proc is not None
-        ref_prefix = measure(ref._proc.pid, ref.url + path, ids, prompt, True, args.ref_tokens, chat_request)
+        ref_prefix = measure(ref._proc.pid, ref.url + path, ids, prompt, True, args.ref_tokens, chat_request,
+                             ref_chunks)  # fmt: skip
         ref_whole = (ref_sampled(ref._proc.pid, ref.url + path, ids, prompt, chat_request, args.ref_sample_every)
                      if args.ref_sample_every else None)  # fmt: skip
+    ref_prefix["chunk_cpu_p50_ms"] = round(sorted(ref_chunks)[len(ref_chunks) // 2], 3)
+    if not args.no_plot:
+        plot_chunks(args.plot or REPO / "docs" / "bench" / f"stream_derender_{args.case}_{args.protocol}.png",
+                    ours_chunks, ref_chunks, args, len(prompt))  # fmt: skip
     result = {
         "bench": "stream_derender",
         "case": args.case,
@@ -303,6 +367,7 @@ def main() -> None:
         "vllm_0_33": ref_prefix,
         "cpu_ratio_same_prefix": round(ref_prefix["cpu_s"] / max(ours_prefix["cpu_s"], 1e-9), 1),
         "note": f"reference measured whole on {ref_prefix['tokens']} tokens (O(n^2) replay)",
+        "load_average": os.getloadavg(),
     }
     if ref_whole is not None:
         result["vllm_0_33_whole_output_sampled"] = ref_whole
