@@ -141,8 +141,8 @@ async def _derender_body(
 ) -> dict[str, Any]:
     """The body; a stream chunk whose state verifies skips decoding what the client resent."""
     lazy = await read_lazy_object(request, members, RESENT_KEYS[kind])
-    if not lazy.deferred_seen:
-        return lazy.head  # nothing resent: no state to verify here (derender verifies it once)
+    if lazy.whole:
+        return lazy.head  # a small body: the derender skips what its verified state makes redundant
     return derenderer.without_resent(lazy.head, kind) or lazy.full()
 
 

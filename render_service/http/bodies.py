@@ -99,13 +99,13 @@ async def read_json_object(
 class LazyObject:
     """A JSON object body whose `deferred` keys are decoded only by `full()`."""
 
-    __slots__ = ("head", "deferred_seen", "_raw", "_full")
+    __slots__ = ("head", "whole", "_raw", "_full")
 
     def __init__(
-        self, head: dict[str, Any], raw: bytes | None, full: dict[str, Any] | None, *, deferred_seen: bool = True
+        self, head: dict[str, Any], raw: bytes | None, full: dict[str, Any] | None, *, whole: bool = False
     ) -> None:
-        self.head = head  # every key but the deferred ones, decoded
-        self.deferred_seen = deferred_seen  # False: the body has none of them (`head` is all of it)
+        self.head = head  # every key but the deferred ones, decoded (all of them if `whole`)
+        self.whole = whole  # a small body, decoded whole: deferring would save nothing
         self._raw = raw
         self._full = full
 
@@ -117,17 +117,18 @@ class LazyObject:
 
 
 _SPANS = msgspec.json.Decoder(dict[str, msgspec.Raw])
+# Bodies up to this size are decoded whole (a lean protocol chunk is ~1 KB): one orjson pass
+# is cheaper than spans plus per-value decodes, or a search for the deferred keys.
+_DECODE_WHOLE_BYTES = 16 * 1024
 
 
 async def read_lazy_object(
     request: Request, members: tuple[tuple[str, ...], ...], deferred: frozenset[str]
 ) -> LazyObject:
     raw = await request.body()
-    if not any(b'"' + key.encode() + b'"' in raw for key in deferred):
-        # None of them (unless spelled with escapes, which a full decode reads as well): the
-        # lean protocol's chunk, decoded once, as any body.
+    if len(raw) <= _DECODE_WHOLE_BYTES:
         body = await read_json_object(request, members)
-        return LazyObject(body, None, body, deferred_seen=False)
+        return LazyObject(body, None, body, whole=True)
     if _declares_json_exactly(request.headers.get("content-type")) and (raw.isascii() or _utf8(raw)):
         head = _head(raw, deferred)
         if head is not None:
