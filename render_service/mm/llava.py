@@ -59,7 +59,9 @@ class LlavaFamily:
         vision: Any = config.vision_config  # a PreTrainedConfig once from_dict has run
         self.num_image_tokens = image_feature_count(vision.to_dict(), config.vision_feature_select_strategy)
         try:
-            self._processor = AutoImageProcessor.from_pretrained(  # type: ignore[no-untyped-call]
+            # Any: transformers' annotation of from_pretrained differs between releases.
+            auto_processor: Any = AutoImageProcessor
+            self._processor = auto_processor.from_pretrained(
                 str(model_dir), backend="pil", local_files_only=True
             )
         except (OSError, ValueError) as exc:  # no or unusable preprocessor_config.json
