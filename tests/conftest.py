@@ -6,6 +6,8 @@ random examples (run it locally, repeatedly, to hunt for new counterexamples; ad
 found as a plain regression test).
 """
 
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,6 +52,19 @@ def _worker_group(path: Path) -> str:
 
 def pytest_runtest_teardown(item, nextitem):  # noqa: ANN001, ANN201, ARG001
     stop_engines_after_last_use(item)
+
+
+_TIMELINE = os.environ.get("RS_TEST_TIMELINE")  # a file: one line per test, to balance workers
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):  # noqa: ANN001, ANN201, ARG001
+    start = time.time()
+    yield
+    if _TIMELINE:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with open(_TIMELINE, "a", encoding="utf-8") as out:
+            out.write(f"{worker}\t{start:.2f}\t{time.time() - start:.2f}\t{item.nodeid}\n")
 
 
 @pytest.fixture(scope="session")

@@ -20,10 +20,24 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 cores=$(nproc); workers=${RS_TEST_WORKERS:-$(( cores > 4 ? 4 : cores ))}
 case " $* " in *" -m "*|*" -m"*) workers=1 ;; esac  # the caller's own marker selection: one run
 if [ "$workers" -le 1 ]; then exec .venv/bin/python -m pytest "$@"; fi
+# Processes a phase left behind (a worker that did not exit, a reference server a crashed
+# fixture never stopped) would take cores and memory from the next phase: every process of a
+# phase inherits its RS_TEST_PHASE mark, so what still has it afterwards is listed and killed.
+reap_phase() {
+  local mark=$1 pid
+  for env in /proc/[0-9]*/environ; do
+    pid=${env#/proc/}; pid=${pid%/environ}
+    if [ "$pid" != $$ ] && { tr '\0' '\n' < "$env"; } 2>/dev/null | grep -qx "RS_TEST_PHASE=$mark"; then
+      echo "left behind by the $mark phase, killed: $pid $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | cut -c1-160)"
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+  done
+}
 rc=0
 # Two glibc arenas per process: the workers' threads otherwise fragment memory into one arena
 # each, and two workers with their reference processes near a 24 GB machine's limit.
-MALLOC_ARENA_MAX=2 .venv/bin/python -m pytest -n "$workers" --dist loadgroup --max-worker-restart=0 -m "not engine" "$@" || rc=$?
+RS_TEST_PHASE=no-engine-$$ MALLOC_ARENA_MAX=2 .venv/bin/python -m pytest -n "$workers" --dist loadgroup --max-worker-restart=0 -m "not engine" "$@" || rc=$?
+reap_phase "no-engine-$$"
 erc=0
 .venv/bin/python -m pytest -m engine "$@" || erc=$?
 # 5 is "no tests collected": fine in one phase when a selection (-k, a path) leaves the other.
