@@ -122,6 +122,16 @@ def test_tool_call_non_streaming(gw, scripts) -> None:  # type: ignore[no-untype
     assert out.choices[0].finish_reason == "tool_calls"
 
 
+def test_structured_outputs_refused_by_tokens_only_engine(gw) -> None:  # type: ignore[no-untyped-def]
+    """A `--tokens-only` engine has no tokenizer for a grammar: its 400 reaches the client
+    (README: run `--enable-scale-out` engines for structured outputs)."""
+    with pytest.raises(openai.BadRequestError) as refused:
+        gw.client().chat.completions.create(
+            model=MODEL, messages=user("Yes or no?"), max_tokens=4,
+            response_format={"type": "json_object"})
+    assert "Structured outputs requires a tokenizer" in str(refused.value)
+
+
 def test_reasoning_split(gw, scripts) -> None:  # type: ignore[no-untyped-def]
     """qwen3 reasoning: thinking goes to `reasoning`, the rest to content (stream and not)."""
     script = scripts.xargs("<think>\nThe capital is Paris.\n</think>\n\nParis.", thinking=True)

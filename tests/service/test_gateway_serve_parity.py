@@ -86,6 +86,9 @@ TOOL_CALL_FRAGMENTS = "tool_call_fragments"
 STOP_STRING_HOLDBACK = "stop_string_holdback"
 NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
 NAMED_TOOL = {"type": "function", "function": {"name": "get_weather"}}
+CITY_JSON = '{"city": "Paris"}'
+CITY_FORMAT = {"type": "json_schema", "json_schema": {
+    "name": "city", "schema": WEATHER_TOOL["function"]["parameters"]}}
 
 
 # -- cases ------------------------------------------------------------------------------------
@@ -150,6 +153,21 @@ CASES = [
           tools=[WEATHER_TOOL], tool_choice=NAMED_TOOL, stream=True, known=TOOL_CALL_FRAGMENTS),
     _chat("chat_required_tool_call", "Weather in Paris?", TOOL_CALL_TEXT, tools=[WEATHER_TOOL],
           tool_choice="required"),
+    # Structured outputs need an engine with its tokenizer (`--enable-scale-out`, as here):
+    # `--tokens-only` engines refuse them. The grammar and the script agree, so both sides
+    # decode the same JSON. A forced script cannot show that the grammar reached the engine,
+    # so the choice case is unscripted and greedy (test_structured_outputs_reach_the_engine).
+    # A completion's grammar waits for the end of reasoning, which with `--reasoning-parser`
+    # a plain prompt never reaches (`reasoning_ended` false): the regex case decodes freely
+    # on both sides.
+    _chat("chat_structured_outputs_choice", "Yes or no?", None, max_tokens=8, temperature=0,
+          structured_outputs={"choice": ["yes", "no"]}),
+    _chat("chat_response_format_json_schema", "Weather as JSON", CITY_JSON,
+          response_format=CITY_FORMAT),
+    _chat("chat_response_format_json_schema_stream", "Weather as JSON", CITY_JSON,
+          response_format=CITY_FORMAT, stream=True),
+    _completion("completion_structured_outputs_regex", "Answer:", None, max_tokens=5,
+                temperature=0, structured_outputs={"regex": " (yes|no)"}),
     _chat("chat_n2", "Count", "One two three.", n=2),
     _chat("chat_n2_stream", "Count", "One two three.", n=2, stream=True),
     _chat("chat_logprobs", "Ok?", "Yes, sure.", logprobs=True, top_logprobs=2),
@@ -200,6 +218,17 @@ def test_gateway_matches_vllm_serve(case: Case, serve_engine: str,
     closest = min(failed, key=lambda o: len(o.lines))  # the attempt least disturbed by timing
     pytest.fail(f"{case.name}: gateway differs from vllm serve (0.33 expectations), "
                 f"{len(failed)} attempt(s); closest:\n{closest.report()}", pytrace=False)
+
+
+def test_structured_outputs_reach_the_engine(parity_gateway: RunningGateway) -> None:
+    """The choice parity case would pass vacuously if neither side applied the grammar."""
+    (case,) = [c for c in CASES if c.name == "chat_structured_outputs_choice"]
+    free = {k: v for k, v in case.body.items() if k != "structured_outputs"}
+    with httpx.Client(timeout=HTTP_TIMEOUT_S) as client:
+        texts = [client.post(parity_gateway.url + case.path, json=body).json()["choices"][0]
+                 ["message"]["content"] for body in (case.body, free)]  # fmt: skip
+    assert texts[0] in ("yes", "no")
+    assert texts[1] not in ("yes", "no")
 
 
 # -- HTTP -------------------------------------------------------------------------------------
