@@ -832,20 +832,28 @@ def _load_zip(payload: bytes) -> Any:
         storage_type, key, _location, numel = pid[1:]
         if key not in loaded:
             dtype = _storage_dtype(storage_type)
-            nbytes = numel * DTYPE_SIZES[dtype]
-            if f"{prefix}data/{key}" not in names:
-                raise _missing_record(f"data/{key}")
-            size = archive.getinfo(f"{prefix}data/{key}").file_size
+            nbytes = _storage_bytes(numel, dtype)
+            record_name = f"data/{key}".split("\0", 1)[0]  # torch looks the name up as a C string
+            if f"{prefix}{record_name}" not in names:
+                raise _missing_record(record_name)
+            size = archive.getinfo(f"{prefix}{record_name}").file_size
             if size != nbytes:  # torch reads the record as bytes (UntypedStorage)
                 raise RuntimeError(
                     f"record size ({size} bytes) does not match expected size ({nbytes} bytes = "
                     f"{nbytes} elements * 1 bytes/element) for dtype Byte"
                 )
-            record_name = f"data/{key}"
             loaded[key] = _Storage(dtype, nbytes, read=lambda: record(record_name), little_endian=byteorder == b"little")
         return loaded[key]
 
     return _WeightsOnlyUnpickler(io.BytesIO(record("data.pkl")), persistent_load).load()
+
+
+def _storage_bytes(numel: Any, dtype: str) -> int:
+    """numel * element size, as torch computes it; a non-integer count (torch would repeat a
+    string by it before failing) is refused first."""
+    if type(numel) is not int:
+        raise UnsupportedTensorError("a storage whose size is not an integer")
+    return numel * DTYPE_SIZES[dtype]
 
 
 def _missing_record(name: str) -> RuntimeError:
@@ -876,7 +884,7 @@ def _load_legacy(file: io.BytesIO) -> Any:
         if view is not None:
             raise UnsupportedTensorError("storage views of the legacy format")
         dtype = _storage_dtype(storage_type)
-        storages.setdefault(root_key, _Storage(dtype, numel * DTYPE_SIZES[dtype], resizable=True))
+        storages.setdefault(root_key, _Storage(dtype, _storage_bytes(numel, dtype), resizable=True))
         return storages[root_key]
 
     result = _WeightsOnlyUnpickler(file, persistent_load).load()
