@@ -7,6 +7,7 @@ numbers; only the picture is skipped (with a note on stderr).
 from __future__ import annotations
 
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,9 +40,10 @@ def save_png(path: Path, series: Sequence[Series], *, title: str, xlabel: str, y
     ax.set_ylabel(ylabel)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    if note:
-        fig.text(0.01, 0.01, note, fontsize=7, alpha=0.7)
     fig.tight_layout()
+    if note:
+        fig.subplots_adjust(bottom=0.17)
+        fig.text(0.01, 0.01, textwrap.fill(note, 150), fontsize=7, alpha=0.7)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     plt.close(fig)

@@ -15,7 +15,7 @@ The reference has no cross-request cache, so it is measured on the cold requests
 warm numbers would be the same work). Ours: in-process `Renderer` (one thread) and HTTP
 (`render_service.http.app`, one uvicorn worker). Every row times --n9k / --n50k sequential
 requests (p50/p99; 100+ samples make the p99 the 99th percentile of real data, not the
-maximum) and then as many other unique requests from --concurrency clients (req/s of one
+maximum) and then as many other unique requests from --concurrency client threads (req/s of one
 worker). Before timing, ours and the reference must return the same token ids for the same
 request; a server that does not start, a failed request or a mismatch stops the run.
 
@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import httpx
+import orjson
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -241,9 +242,10 @@ def measure_ref(call: Call, work: Workloads, concurrency: int) -> dict[str, Any]
 
 def http_caller(url: str) -> Call:
     client = httpx.Client(timeout=600.0)
+    headers = {"content-type": "application/json"}
 
     def call(body: dict[str, Any]) -> Any:
-        response = client.post(f"{url}{CHAT_PATH}", json=body)
+        response = client.post(f"{url}{CHAT_PATH}", content=orjson.dumps(body), headers=headers)
         response.raise_for_status()
         return response.content
 

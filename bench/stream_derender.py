@@ -151,17 +151,31 @@ def run_stream(url: str, ids: list[int], prompt: list[int], every_chunk: bool, l
 
 
 class OurServer:
-    def __init__(self, model_dir: Path, max_model_len: int, log_dir: Path) -> None:
+    """`render-service serve` (uvicorn); `server="granian"`: the same app under granian (bench
+    extra), with its access log on as uvicorn's is, to compare the two servers."""
+
+    def __init__(self, model_dir: Path, max_model_len: int, log_dir: Path, server: str = "uvicorn") -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.cmd = [sys.executable, "-m", "render_service.cli", "serve", str(model_dir),
-                    "--host", "127.0.0.1", "--port", str(self.port), "--served-model-name",
-                    "Qwen/Qwen3-8B", "--max-model-len", str(max_model_len), *PARSER_FLAGS]  # fmt: skip
+        flags = [str(model_dir), "--host", "127.0.0.1", "--port", str(self.port), "--served-model-name",
+                 "Qwen/Qwen3-8B", "--max-model-len", str(max_model_len), *PARSER_FLAGS]  # fmt: skip
+        self.cmd = [sys.executable, "-m", "render_service.cli", "serve", *flags]
+        self.env: dict[str, str] = {}
+        if server == "granian":
+            from render_service.cli import build_parser, config_from_args
+            from render_service.config import config_to_json
+            from render_service.http.app import CONFIG_ENV
+
+            config = config_from_args(build_parser().parse_args(["serve", *flags]))
+            self.env = {CONFIG_ENV: config_to_json(config)}
+            self.cmd = [sys.executable, "-m", "granian", "--interface", "asgi", "--factory", "--host", "127.0.0.1",
+                        "--port", str(self.port), "--workers", "1", "--loop", "uvloop", "--access-log",
+                        "render_service.http.app:app_from_env"]  # fmt: skip
         self.log_path = log_dir / f"ours-{self.port}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> OurServer:
-        env = {**os.environ, "RENDER_SERVICE_STREAM_STATE_SECRET": "bench-stream-state-secret-0123456789"}
+        env = {**os.environ, "RENDER_SERVICE_STREAM_STATE_SECRET": "bench-stream-state-secret-0123456789", **self.env}
         self.proc = subprocess.Popen(self.cmd, cwd=REPO, env=env, stdout=self.log_path.open("wb"),
                                      stderr=subprocess.STDOUT)  # fmt: skip
         deadline = time.monotonic() + 120
@@ -299,6 +313,8 @@ def main() -> None:
     parser.add_argument("--ref-sample-every", type=int, default=0,
                         help="also integrate vLLM's cost over the whole output from chunks sampled this often")
     parser.add_argument("--ours-only", action="store_true", help="skip the reference (no ratios)")
+    parser.add_argument("--server", choices=("uvicorn", "granian"), default="uvicorn",
+                        help="the HTTP server our app runs under (granian: from the bench extra)")
     parser.add_argument("--plot", type=Path, default=None,
                         help="PNG of per-chunk server CPU, ours against vLLM's "
                              "(default: docs/bench/stream_derender_<case>_<protocol>.png)")
@@ -334,7 +350,7 @@ def main() -> None:
     resend = args.protocol == "vllm"
     ours_chunks: list[float] = []
     ref_chunks: list[float] = []
-    with OurServer(model_dir, max_len, log_dir) as ours:
+    with OurServer(model_dir, max_len, log_dir, args.server) as ours:
         assert ours.proc is not None
         ours_full = measure(ours.proc.pid, ours.url + path, ids, prompt, resend, len(ids), chat_request, ours_chunks)
         ours_prefix = measure(ours.proc.pid, ours.url + path, ids, prompt, resend, args.ref_tokens, chat_request)
@@ -342,7 +358,7 @@ def main() -> None:
                   if args.case == "agentic" else None)  # fmt: skip
     ours_full["chunk_cpu_p50_ms"] = round(sorted(ours_chunks)[len(ours_chunks) // 2], 3)
     if args.ours_only:
-        print(json.dumps({"bench": "stream_derender", "case": args.case, "protocol": args.protocol,
+        print(json.dumps({"bench": "stream_derender", "case": args.case, "protocol": args.protocol, "server": args.server,
                           "prompt_tokens": len(prompt), "ours": ours_full, "ours_on_ref_prefix": ours_prefix,
                           "load_average": os.getloadavg()}))  # fmt: skip
         return
@@ -360,6 +376,7 @@ def main() -> None:
         "bench": "stream_derender",
         "case": args.case,
         "protocol": args.protocol,
+        "server": args.server,
         "ours_cpu_last1000_over_first1000": window,
         "prompt_tokens": len(prompt),
         "ours": ours_full,
