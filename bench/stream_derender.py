@@ -289,17 +289,23 @@ def _window_means(values: list[float], width: int) -> tuple[list[float], list[fl
     return xs, ys
 
 
-def plot_chunks(path: Path, ours: list[float], ref: list[float], args: argparse.Namespace, prompt_tokens: int) -> None:
+def plot_chunks(path: Path, ours: list[float], ref: list[float], sampled: dict[int, float],
+                args: argparse.Namespace, prompt_tokens: int) -> None:  # fmt: skip
+    """`sampled`: the reference's CPU seconds for single chunks k (--ref-sample-every)."""
     from bench.plots import save_png
 
     width = 25
     protocol = ("prompt and chat_request resent with every chunk (vLLM's protocol)" if args.protocol == "vllm"
                 else "prompt on the first chunk only (lean protocol)")  # fmt: skip
-    save_png(path, [("render-service", *_window_means(ours, width)), ("vLLM 0.33 render server", *_window_means(ref, width))],
+    series = [("render-service", *_window_means(ours, width)), ("vLLM 0.33 render server", *_window_means(ref, width))]
+    if sampled:
+        series.append(("vLLM 0.33, single chunks k (sampled)", list(sampled), [c * 1e3 for c in sampled.values()]))
+    save_png(path, series,
              title=f"Streaming derender: server CPU per chunk, {prompt_tokens:,}-token prompt, one token per chunk",
              xlabel="chunk index (output tokens so far)", ylabel=f"server CPU per chunk, ms (mean of {width})",
-             note=f"python bench/stream_derender.py --protocol {args.protocol} --tokens {args.tokens} "
-                  f"--ref-tokens {args.ref_tokens}; {protocol}; load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+             note=f"python bench/stream_derender.py --case {args.case} --protocol {args.protocol} --tokens {args.tokens} "
+                  f"--ref-tokens {args.ref_tokens} --ref-sample-every {args.ref_sample_every}; {len(ours)} chunks; "
+                  f"{protocol}; load average {os.getloadavg()[0]:.1f}")  # fmt: skip
 
 
 def main() -> None:
@@ -370,8 +376,9 @@ def main() -> None:
                      if args.ref_sample_every else None)  # fmt: skip
     ref_prefix["chunk_cpu_p50_ms"] = round(sorted(ref_chunks)[len(ref_chunks) // 2], 3)
     if not args.no_plot:
+        sampled = ref_whole["sampled_chunks"] if ref_whole else {}
         plot_chunks(args.plot or REPO / "docs" / "bench" / f"stream_derender_{args.case}_{args.protocol}.png",
-                    ours_chunks, ref_chunks, args, len(prompt))  # fmt: skip
+                    ours_chunks, ref_chunks, sampled, args, len(prompt))  # fmt: skip
     result = {
         "bench": "stream_derender",
         "case": args.case,
