@@ -255,8 +255,9 @@ def http_caller(url: str) -> Call:
 class OurHttpServer:
     """`render_service.http.app` under one uvicorn worker; raises with the log tail if it fails."""
 
-    def __init__(self, config: ServiceConfig, log_dir: Path) -> None:
+    def __init__(self, config: ServiceConfig, log_dir: Path, workers: int = 1) -> None:
         self.config = config
+        self.workers = workers
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_dir / f"ours-{self.port}.log"
@@ -275,7 +276,7 @@ class OurHttpServer:
             "--port",
             str(self.port),
             "--workers",
-            "1",
+            str(self.workers),
         ]  # uvicorn's default log level: an access-log line per request, as the reference writes
         with self.log_path.open("wb") as log:
             self._proc = subprocess.Popen(
@@ -339,6 +340,8 @@ def parse_args() -> argparse.Namespace:
         help="requests per 50k row (latency; as many again for req/s)",
     )
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes of our HTTP server")
+    parser.add_argument("--ours-only", action="store_true", help="skip the reference (no ratios, no picture)")
     parser.add_argument("--sweep-tokens", type=int, nargs="*", default=[1000, 2000, 4000, 9000, 16000, 32000, 48000],
                         help="prompt lengths of the latency sweep (none: no sweep)")
     parser.add_argument("--sweep-n", type=int, default=20, help="cold requests per sweep length")
@@ -356,6 +359,8 @@ def parse_args() -> argparse.Namespace:
 
 def sweep(call: Call, prompts: dict[int, str], n: int, label: str) -> dict[int, float]:
     """p50 ms of `n` cold (unique) requests per prompt length."""
+    if not prompts:
+        return {}
     call(chat_9k(next(iter(prompts.values())), f"{label}-sweep-warm"))
     out = {}
     for tokens, text in prompts.items():
@@ -409,7 +414,7 @@ def main() -> None:
     sweeps: dict[str, dict[int, float]] = {}
 
     results: dict[str, Any] = {
-        "args": {"n9k": args.n9k, "n50k": args.n50k, "concurrency": args.concurrency},
+        "args": {"n9k": args.n9k, "n50k": args.n50k, "concurrency": args.concurrency, "workers": args.workers},
         "sizes": {
             "chat_9k_tokens": len(renderer.render_chat(probe[0])["token_ids"]),
             "agent_50k_tokens": len(renderer.render_chat(probe[1])["token_ids"]),
@@ -418,10 +423,14 @@ def main() -> None:
     }
     results["ours_inproc"] = measure_ours("ours", renderer.render_chat, work, 1)
     sweeps["ours_inproc"] = sweep(renderer.render_chat, sweep_prompts, args.sweep_n, "ours")
-    with OurHttpServer(config, logs) as server:
+    with OurHttpServer(config, logs, args.workers) as server:
         http_call = http_caller(server.url)
         results["ours_http"] = measure_ours("ours-http", http_call, work, args.concurrency)
         sweeps["ours_http"] = sweep(http_call, sweep_prompts, args.sweep_n, "ours-http")
+    if args.ours_only:
+        results["load_average"] = os.getloadavg()
+        print(json.dumps(results))
+        return
     with RefRenderServer(model_dir, PARSER_FLAGS, logs) as ref:
         ref_call = http_caller(ref.url)
         check_same_tokens(renderer.render_chat, ref_call, probe)
