@@ -93,6 +93,8 @@ class ResponsesRequest(OpenAIBaseModel):
     mm_payload: MMPayload = "tensors"
     return_mm_kwargs: bool | None = None
     cache_salt: str | None = Field(default=None, min_length=1, max_length=1024)
+    # Harmony history (Harmony or chat message dicts), read by the gpt_oss render only.
+    previous_input_messages: list[dict[str, Any]] | None = None
     structured_outputs: dict[str, Any] | None = None
     repetition_penalty: float | None = None
     seed: int | None = Field(None, ge=INT64_MIN, le=INT64_MAX)

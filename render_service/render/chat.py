@@ -46,11 +46,13 @@ def render_chat_request(
     *,
     output_tokens_param: str | None = None,
     responses: bool = False,
+    responses_harmony_ids: list[int] | None = None,
 ) -> dict[str, Any]:
     """A validated chat request (also the converted Messages request) -> GenerateRequest.
 
     `responses`: the request is a converted Responses request (the mistral tool parser
-    adjusts those apart)."""
+    adjusts those apart); `responses_harmony_ids`: its prompt on a gpt_oss model, rendered from
+    the Responses items (checked against the Responses token limits here)."""
     ctx.check_model(request.model)
     if request.use_beam_search:
         raise BadRequestError("Beam search is not supported by the render endpoint")
@@ -76,7 +78,10 @@ def render_chat_request(
         reasoning_effort=request.reasoning_effort,
     )
     effective_kwargs = merge_kwargs(ctx.server_template_kwargs, request_kwargs)
-    if bundle.is_harmony:
+    if responses_harmony_ids is not None:
+        limits = _chat_limits(bundle, request, output_tokens_param)
+        prompt = ChatPrompt(limits.check_tokens(responses_harmony_ids, counted_whole=True), None)
+    elif bundle.is_harmony:
         prompt = ChatPrompt(harmony_prompt_ids(bundle, config, request, _tool_dicts(request, config)), None)
     elif bundle.is_mistral:
         limits = _chat_limits(bundle, request, output_tokens_param)

@@ -29,13 +29,22 @@ from render_service.model import ModelBundle
 from render_service.protocol import vllm_validation_error
 from render_service.render.chat_prompt import reused_prompt_ids
 
-__all__ = ["HARMONY_EFFORTS", "harmony_prompt_ids", "render_harmony"]
+__all__ = [
+    "HARMONY_EFFORTS",
+    "developer_message",
+    "harmony_lib",
+    "harmony_preamble",
+    "harmony_prompt_ids",
+    "render_harmony",
+    "render_messages",
+    "text_of",
+]
 
 HARMONY_EFFORTS = ("high", "medium", "low")
 _BUILTIN_TOOL_TYPES = ("web_search_preview", "code_interpreter", "container")
 
 
-def _harmony() -> Any:
+def harmony_lib() -> Any:
     import openai_harmony
 
     return openai_harmony
@@ -47,7 +56,7 @@ _ENCODING: Any = None
 def _encoding() -> Any:
     global _ENCODING
     if _ENCODING is None:
-        h = _harmony()
+        h = harmony_lib()
         _ENCODING = h.load_harmony_encoding(h.HarmonyEncodingName.HARMONY_GPT_OSS)
     return _ENCODING
 
@@ -78,12 +87,12 @@ def render_harmony(
             f"Harmony does not support reasoning_effort={reasoning_effort!r}", parameter="reasoning_effort"
         )
     instructions, rest = _peel_instructions(list(messages))
-    harmony_messages = _preamble(instructions, tools, reasoning_effort)
+    harmony_messages = harmony_preamble(instructions, tools, reasoning_effort)
     harmony_messages.extend(_conversation(rest))
-    return _render(harmony_messages)
+    return render_messages(harmony_messages)
 
 
-def _text_of(content: Any) -> str | None:
+def text_of(content: Any) -> str | None:
     """vLLM's `flatten_input_text_content`: a string, or the text parts joined."""
     if content is None or isinstance(content, str):
         return content
@@ -101,11 +110,11 @@ def _text_of(content: Any) -> str | None:
 def _peel_instructions(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
     if not messages or messages[0].get("role") not in ("system", "developer"):
         return None, messages
-    return _text_of(messages[0].get("content")), messages[1:]
+    return text_of(messages[0].get("content")), messages[1:]
 
 
 def _system_message(reasoning_effort: str | None) -> Any:
-    h = _harmony()
+    h = harmony_lib()
     content = h.SystemContent.new()
     if reasoning_effort is not None:
         if reasoning_effort not in HARMONY_EFFORTS:
@@ -120,8 +129,8 @@ def _system_message(reasoning_effort: str | None) -> Any:
     return h.Message.from_role_and_content(h.Role.SYSTEM, content)
 
 
-def _developer_message(instructions: str | None, tools: Sequence[dict[str, Any]] | None) -> Any:
-    h = _harmony()
+def developer_message(instructions: str | None, tools: Sequence[dict[str, Any]] | None) -> Any:
+    h = harmony_lib()
     content = h.DeveloperContent.new()
     if instructions is not None:
         content = content.with_instructions(instructions)
@@ -143,12 +152,12 @@ def _developer_message(instructions: str | None, tools: Sequence[dict[str, Any]]
     return h.Message.from_role_and_content(h.Role.DEVELOPER, content)
 
 
-def _preamble(
+def harmony_preamble(
     instructions: str | None, tools: Sequence[dict[str, Any]] | None, reasoning_effort: str | None
 ) -> list[Any]:
     out = [_system_message(reasoning_effort)]
     if instructions or tools:
-        out.append(_developer_message(instructions, tools))
+        out.append(developer_message(instructions, tools))
     return out
 
 
@@ -164,17 +173,17 @@ def _conversation(messages: list[dict[str, Any]]) -> list[Any]:
 
 
 def _assistant(text: str, channel: str) -> Any:
-    h = _harmony()
+    h = harmony_lib()
     return h.Message.from_role_and_content(h.Role.ASSISTANT, text).with_channel(channel)
 
 
 def _message(message: dict[str, Any], names: dict[Any, Any]) -> list[Any]:
-    h = _harmony()
+    h = harmony_lib()
     role = message.get("role")
     calls = message.get("tool_calls") or []
     out: list[Any] = []
     if role == "assistant" and calls:
-        content = _text_of(message.get("content"))
+        content = text_of(message.get("content"))
         if content:
             out.append(_assistant(content, "commentary"))
         if message.get("reasoning"):
@@ -188,7 +197,7 @@ def _message(message: dict[str, Any], names: dict[Any, Any]) -> list[Any]:
     if role == "tool":
         name = names.get(message.get("tool_call_id", ""), "")
         author = h.Author.new(h.Role.TOOL, f"functions.{name}")
-        text = _text_of(message.get("content")) or ""
+        text = text_of(message.get("content")) or ""
         msg = h.Message.from_author_and_content(author, text).with_channel("commentary")
         return [msg.with_recipient("assistant")]
     if role == "assistant" and message.get("reasoning"):
@@ -202,9 +211,9 @@ def _message(message: dict[str, Any], names: dict[Any, Any]) -> list[Any]:
         if parts and parts[0].text:
             out.append(h.Message.from_role_and_contents(h.Role.ASSISTANT, parts).with_channel("final"))
     elif role in ("system", "developer"):
-        instructions = _text_of(message.get("content"))
+        instructions = text_of(message.get("content"))
         if instructions is not None:
-            out.append(_developer_message(instructions, None))
+            out.append(developer_message(instructions, None))
     else:
         try:
             author = h.Role(role)
@@ -214,8 +223,9 @@ def _message(message: dict[str, Any], names: dict[Any, Any]) -> list[Any]:
     return out
 
 
-def _render(messages: list[Any]) -> list[int]:
-    h = _harmony()
+def render_messages(messages: list[Any]) -> list[int]:
+    """vLLM `render_for_completion`: analysis dropping, the assistant's turn, legacy headers."""
+    h = harmony_lib()
     last_final = max(
         (i for i, m in enumerate(messages) if m.author.role == h.Role.ASSISTANT and m.channel == "final"),
         default=-1,

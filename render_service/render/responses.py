@@ -7,8 +7,12 @@ request and run the chat render on it, then give the result the Responses shape:
 request id of the body (the X-Request-Id header is not read), no parse_context, no
 reasoning_ended, and `extra_args` `{}` when nothing else fills it (vLLM's to_sampling_params).
 
-Not served (501): Harmony models, namespace / custom tools and their calls, and tool_choice
-forms other than none/auto/required/{"type": "function", "name"}.
+On a gpt_oss model the prompt is vLLM's Harmony rendering of the Responses items
+(`harmony_responses`); the converted chat request still gives the sampling params and the
+Harmony structural tags.
+
+Not served (501): namespace / custom tools and their calls, and tool_choice forms other than
+none/auto/required/{"type": "function", "name"}; the gateway's /v1/responses on Harmony models.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from render_service.protocol.responses import ResponsesRequest
 from render_service.protocol.validation import VLLMValidationError
 from render_service.render.chat import render_chat_request
 from render_service.render.context import RenderContext
+from render_service.render.harmony_responses import responses_harmony_prompt_ids
 
 __all__ = ["render_responses", "responses_chat_body"]
 
@@ -39,6 +44,8 @@ _PARTIAL = ("in_progress", "incomplete")
 def responses_chat_body(ctx: RenderContext, body: object) -> tuple[dict[str, Any], dict[str, Any]]:
     """For serving (the gateway): the validated request and the chat body that renders alike."""
     request = _checked(ctx, body)
+    if ctx.bundle.is_harmony:  # vLLM renders and parses those apart from chat (not served yet)
+        raise NotImplementedFeatureError("/v1/responses for Harmony models is not supported yet")
     chat = to_chat_request(request, ctx.config.reasoning_effort_map)
     if request.stream:
         chat.stream_options = StreamOptions(include_usage=True)
@@ -52,8 +59,6 @@ def _checked(ctx: RenderContext, body: object) -> ResponsesRequest:
         raise _invalid_request(
             "previous_response_id is not supported by the stateless render endpoint.", "previous_response_id"
         )
-    if ctx.bundle.is_harmony:
-        raise NotImplementedFeatureError("/v1/responses/render for Harmony models is not supported yet")
     return request
 
 
@@ -61,9 +66,18 @@ def render_responses(
     ctx: RenderContext, body: object, fetched_media: Mapping[str, bytes] | None = None
 ) -> dict[str, Any]:
     request = _checked(ctx, body)
-    chat = to_chat_request(request, ctx.config.reasoning_effort_map)
+    harmony_ids = None
+    if ctx.bundle.is_harmony:  # the prompt comes from the Responses items, not from chat messages
+        harmony_ids = responses_harmony_prompt_ids(request, ctx.config.reasoning_effort_map)
+    chat = to_chat_request(request, ctx.config.reasoning_effort_map, with_messages=harmony_ids is None)
     result = render_chat_request(
-        ctx, chat, request.request_id, fetched_media, output_tokens_param="max_output_tokens", responses=True
+        ctx,
+        chat,
+        request.request_id,
+        fetched_media,
+        output_tokens_param="max_output_tokens",
+        responses=True,
+        responses_harmony_ids=harmony_ids,
     )
     return _responses_shape(result, request)
 
@@ -84,15 +98,19 @@ def input_messages(request: ResponsesRequest) -> list[dict[str, Any]]:
     return messages + converted
 
 
-def to_chat_request(request: ResponsesRequest, effort_map: Mapping[str, str]) -> ChatCompletionRequest:
-    """The chat request whose render is the Responses render (prompt, tools, constraints)."""
+def to_chat_request(
+    request: ResponsesRequest, effort_map: Mapping[str, str], *, with_messages: bool = True
+) -> ChatCompletionRequest:
+    """The chat request whose render is the Responses render (prompt, tools, constraints).
+
+    `with_messages` False: no messages (a Harmony prompt is rendered from the items directly)."""
     continue_final = _continues_final_message(request.input)
     effort: str | None = request.reasoning.effort if request.reasoning is not None else None
     if effort is not None:
         effort = effort_map.get(effort, effort)
     tools = [_chat_tool(tool) for tool in request.tools if _is_function_tool(tool)]
     fields: dict[str, Any] = {
-        "messages": input_messages(request),
+        "messages": input_messages(request) if with_messages else [],
         "model": request.model,
         "tools": tools or None,
         # vLLM passes tool_choice only with tools; "none" is how our chat model says "no choice".

@@ -7,7 +7,8 @@ structural_tag_ref_helper.py) and by ours, under two launches: bare (vLLM defaul
 reasoning parser to `openai_gptoss`) and `--tool-call-parser openai --enable-auto-tool-choice`.
 Chat render (system/developer preamble, reasoning_effort, tools, multi-turn with tool calls
 and results, analysis dropping, sampling params), `/tokenize` and `/v1/completions/render`
-answers must be equal as JSON, errors with their status and body. The conversation start
+answers, and `/v1/responses/render` (vLLM renders Responses items straight to Harmony
+messages), must be equal as JSON, errors with their status and body. The conversation start
 date is pinned with VLLM_SYSTEM_START_DATE for both.
 """
 
@@ -162,6 +163,74 @@ CHAT_CASES: dict[str, dict[str, Any]] = {
     "structured_json_string": _chat([U], structured_outputs={"json": '{"type": "string"}'}),
     "tool_unknown_type": _chat([U], tools=[{"type": "retrieval"}]),
 }  # fmt: skip
+R_WEATHER = {"type": "function", **WEATHER["function"]}
+R_TIME = {"type": "function", "name": "get_time", "parameters": {"type": "object", "properties": {}}}
+R_CALL = {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city": "Paris"}'}
+R_ITEMS = [U, {"type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": "Use the tool."}]}, R_CALL,
+           {"type": "function_call_output", "call_id": "call_1", "output": "18C"},
+           {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "It is 18C."}]},
+           {"role": "user", "content": [{"type": "input_text", "text": "And tomorrow?"}]}]
+# Harmony messages of an earlier turn (vLLM's previous_input_messages), in Harmony and chat form.
+R_PREVIOUS_HARMONY = [
+    {"author": {"role": "user"}, "content": [{"type": "text", "text": "p"}]},
+    {"author": {"role": "assistant"}, "channel": "commentary", "recipient": "functions.get_time",
+     "content_type": "json", "content": [{"type": "text", "text": "{}"}]},
+    {"author": {"role": "tool", "name": "functions.get_time"}, "channel": "commentary", "recipient": "assistant",
+     "content": [{"type": "text", "text": "noon"}]},
+    {"author": {"role": "developer"}, "content": [{"type": "text", "text": "dropped"}]}]
+R_PREVIOUS_CHAT = [
+    {"role": "system", "content": "dropped"}, {"role": "user", "content": "p"},
+    {"role": "assistant", "content": "x", "tool_calls": [{"id": "c1", "type": "function",
+                                                          "function": {"name": "get_time", "arguments": "{}"}}]},
+    {"role": "tool", "name": "get_time", "content": "noon", "tool_call_id": "c1"},
+    {"role": "tool", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]
+# /v1/responses/render (vLLM's Harmony path: items straight to Harmony messages).
+RESPONSES_CASES: dict[str, dict[str, Any]] = {
+    "string": {"input": "hi"},
+    "instructions": {"input": "hi", "instructions": "be brief", "max_output_tokens": 50},
+    "developer_item": {"input": [{"role": "developer", "content": "rules"}, U]},
+    "instructions_and_system_item": {"input": [{"role": "system", "content": "later"}, U], "instructions": "first"},
+    "late_developer_and_empty_system": {"input": [U, {"role": "developer", "content": "now in Spanish"},
+                                                  {"role": "system", "content": ""}, U]},
+    "empty_instructions_tools": {"input": "hi", "instructions": "", "tools": [R_WEATHER]},
+    "effort_low": {"input": "hi", "reasoning": {"effort": "low"}},
+    "effort_none": {"input": "hi", "reasoning": {"effort": "none"}},
+    "tools": {"input": "hi", "tools": [R_WEATHER, R_TIME]},
+    "tool_items": {"input": R_ITEMS, "tools": [R_WEATHER, R_TIME]},
+    "orphan_output": {"input": [U, {"type": "function_call_output", "call_id": "c9", "output": "o"}]},
+    "output_parts": {"input": [U, R_CALL, {"type": "function_call_output", "call_id": "call_1",
+                                           "output": [{"type": "input_text", "text": "18C"}]}]},
+    "reasoning_parts_and_encrypted": {"input": [U, {"type": "reasoning", "summary": [], "content": [
+        {"type": "reasoning_text", "text": "a"}, {"type": "reasoning_text", "text": "b"}]},
+        {"type": "reasoning", "summary": [{"type": "summary_text", "text": "s"}], "encrypted_content": "x"}]},
+    "assistant_first_then_call": {"input": [
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "checking"}]},
+        {**R_CALL, "namespace": "ns"}, {"role": "assistant", "content": "done"}, U]},
+    "custom_call_item": {"input": [U, {"type": "custom_tool_call", "call_id": "c2", "name": "sh", "input": "ls"}]},
+    "required": {"input": "hi", "tools": [R_WEATHER], "tool_choice": "required"},
+    "named": {"input": "hi", "tools": [R_WEATHER, R_TIME], "tool_choice": {"type": "function", "name": "get_time"}},
+    "required_no_parallel": {"input": "hi", "tools": [R_WEATHER], "tool_choice": "required",
+                             "parallel_tool_calls": False},
+    "json_schema": {"input": "x", "text": {"format": {"type": "json_schema", "name": "n", "schema": {"type": "object"}}}},
+    "sampling": {"input": "hi", "temperature": 0.3, "top_p": 0.5, "top_k": 5, "seed": 3, "stop": ["END"],
+                 "max_output_tokens": 77, "stream": True, "cache_salt": "s1",
+                 "include": ["message.output_text.logprobs"], "top_logprobs": 2},
+    "partial_and_kwargs": {"input": [U, {"type": "message", "role": "assistant", "status": "incomplete",
+                                         "content": [{"type": "output_text", "text": "1, 2,"}]}],
+                           "chat_template_kwargs": {"enable_thinking": False}},
+    "namespace_tool": {"input": "hi", "tools": [{"type": "namespace", "name": "ns", "description": "d",
+                                                 "tools": [R_WEATHER]}]},
+    "mcp_only": {"input": "hi", "tools": [{"type": "mcp", "server_label": "x", "server_url": "http://x"}]},
+    "mcp_and_function": {"input": "hi", "tools": [{"type": "mcp", "server_label": "x", "server_url": "http://x"},
+                                                  R_WEATHER]},
+    "builtin_and_function": {"input": "hi", "tools": [{"type": "web_search_preview"}, R_WEATHER]},
+    "previous_harmony": {"input": "next", "previous_input_messages": R_PREVIOUS_HARMONY},
+    "previous_chat": {"input": "", "previous_input_messages": R_PREVIOUS_CHAT},
+    "previous_without_role": {"input": "next", "previous_input_messages": [{"content": "p"}]},
+    "too_long_output": {"input": "hi", "max_output_tokens": 200000},
+}  # fmt: skip
+# Equal but for the message: vLLM's pydantic error shows the item's keys in its TypedDict's order.
+RESPONSES_MESSAGE_DIVERGENCES = {"output_parts"}
 OTHER_CASES: dict[str, tuple[dict[str, Any], str]] = {
     "tokenize_chat": ({"messages": [U]}, "/tokenize"),
     "tokenize_chat_tools": ({"messages": [U], "tools": [WEATHER]}, "/tokenize"),
@@ -179,6 +248,7 @@ REFUSABLE: set[str] = set()
 
 
 DERENDER = "/v1/chat/completions/derender"
+RESPONSES = "/v1/responses/render"
 A, S = "<|channel|>analysis<|message|>", "<|start|>assistant"
 # Model outputs (Harmony text; special tokens become their ids) and their finish reasons.
 OUTPUTS: dict[str, tuple[str | list[int], str]] = {
@@ -221,6 +291,8 @@ def _cases() -> Iterator[tuple[str, dict[str, Any], str]]:
         yield name, body, "/v1/chat/completions/render"
     for name, (body, path) in OTHER_CASES.items():
         yield name, body, path
+    for name, body in RESPONSES_CASES.items():
+        yield f"responses|{name}", body, RESPONSES
     for output in OUTPUTS:
         for req_name, request in DERENDER_REQUESTS.items():
             yield f"derender|{output}|{req_name}", _derender_body(output, request), DERENDER
@@ -285,6 +357,8 @@ def _ours(renderer: Renderer, body: dict[str, Any], path: str) -> tuple[int, Any
     try:
         if path == "/tokenize":
             return 200, renderer.tokenize(body)
+        if path == RESPONSES:
+            return 200, renderer.render_responses(body)
         if path == "/v1/completions/render":
             got: Any = renderer.render_completion(body, request_id_header=HEADER_ID)
             for item in got:
@@ -359,9 +433,22 @@ def test_render_equals_vllm(launch: str, vllm_results, renderers) -> None:
         got = _ours(renderers[launch], body, path)
         if name in REFUSABLE and got[0] == 501:
             continue
+        if path == RESPONSES:
+            got, expected = _responses_comparable(name, got, expected)
         if [got[0], got[1]] != expected:
             problems.append(f"{name}: ours {json.dumps(got)[:1500]}\n   vllm {json.dumps(expected)[:1500]}")
     assert not problems, f"{len(problems)} differ:\n" + "\n".join(problems)
+
+
+def _responses_comparable(name: str, got: tuple[int, Any], expected: list[Any]) -> tuple[list[Any], list[Any]]:
+    """vLLM draws the `resp_` request id; some error texts differ (RESPONSES_MESSAGE_DIVERGENCES)."""
+    ours, theirs = [got[0], copy.deepcopy(got[1])], copy.deepcopy(expected)
+    if ours[0] == 200 and theirs[0] == 200:
+        assert ours[1]["request_id"].startswith("resp_") and theirs[1]["request_id"].startswith("resp_")
+        ours[1]["request_id"] = theirs[1]["request_id"] = "resp_"
+    if name.split("|")[1] in RESPONSES_MESSAGE_DIVERGENCES and ours[0] == theirs[0] == 400:
+        ours[1]["error"]["message"] = theirs[1]["error"]["message"] = "..."
+    return ours, theirs
 
 
 def test_cases_cover_the_outcomes(vllm_results) -> None:
