@@ -25,7 +25,16 @@ from render_service.protocol.common import (
 )
 from render_service.protocol.validation import VLLMValidationError, random_uuid
 
-__all__ = ["ResponsesRequest"]
+__all__ = ["NAMED_CHOICE_TYPES", "NAMESPACE_SEPARATOR", "ResponsesRequest"]
+
+NAMESPACE_SEPARATOR = "__"  # a namespace's function is the function NAMESPACE__NAME
+NAMED_CHOICE_TYPES = ("function", "custom")
+# The other tool_choice objects of the OpenAI SDK's ToolChoice union (they constrain nothing).
+_OTHER_CHOICE_TYPES = frozenset({
+    "allowed_tools", "mcp", "apply_patch", "shell", "programmatic_tool_calling", "file_search",
+    "web_search_preview", "web_search_preview_2025_03_11", "computer", "computer_use_preview",
+    "computer_use", "image_generation", "code_interpreter",
+})  # fmt: skip
 
 
 class ResponsesReasoning(OpenAIBaseModel):
@@ -114,8 +123,19 @@ class ResponsesRequest(OpenAIBaseModel):
     @field_validator("tool_choice")
     @classmethod
     def _known_choice(cls, value: str | dict[str, Any]) -> str | dict[str, Any]:
-        if isinstance(value, str) and value not in ("none", "auto", "required"):
-            raise ValueError("Input should be 'none', 'auto' or 'required'")
+        if isinstance(value, str):
+            if value not in ("none", "auto", "required"):
+                raise ValueError("Input should be 'none', 'auto' or 'required'")
+            return value
+        kind = value.get("type")
+        if kind in NAMED_CHOICE_TYPES and not isinstance(value.get("name"), str):
+            raise ValueError(f"tool_choice of type {kind!r} needs a string 'name'")
+        if kind == "mcp" and not isinstance(value.get("server_label"), str):
+            raise ValueError("tool_choice of type 'mcp' needs a string 'server_label'")
+        if kind == "allowed_tools" and (value.get("mode") not in ("auto", "required") or not isinstance(value.get("tools"), list)):
+            raise ValueError("tool_choice of type 'allowed_tools' needs a mode ('auto' or 'required') and a tools list")
+        if kind not in NAMED_CHOICE_TYPES and kind not in _OTHER_CHOICE_TYPES:
+            raise ValueError(f"Unknown tool_choice type: {kind!r}")
         return value
 
     @model_validator(mode="before")
@@ -144,19 +164,32 @@ class ResponsesRequest(OpenAIBaseModel):
 
     @model_validator(mode="before")
     @classmethod
+    def _custom_tool_format(cls, data: Any) -> Any:
+        tools = data.get("tools") if isinstance(data, dict) else None
+        for tool in tools if isinstance(tools, list) else []:
+            tool_format = tool.get("format") if isinstance(tool, dict) else None
+            if tool.get("type") == "custom" and isinstance(tool_format, dict) and tool_format.get("type") == "grammar":
+                raise VLLMValidationError(
+                    "Custom tools with a grammar format are not supported; only free-form text custom tools are accepted.",
+                    parameter="tools",
+                )
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
     def _tool_usage(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
         tools = data.get("tools")
         choice = data.get("tool_choice", "auto")
+        named = isinstance(choice, dict) and choice.get("type") in NAMED_CHOICE_TYPES
         if tools is not None and len(tools) > 0:
-            if isinstance(choice, dict) and choice.get("type") in ("function", "custom"):
-                names = {t.get("name") for t in tools if isinstance(t, dict) and t.get("type") != "namespace"}
-                has_namespace = any(isinstance(t, dict) and t.get("type") == "namespace" for t in tools)
-                if not choice.get("name") or (choice["name"] not in names and not has_namespace):
-                    raise VLLMValidationError(
-                        "Tool choice 'function' not found in 'tools' parameter.", parameter="tool_choice"
-                    )
+            if named and isinstance(choice, dict):
+                if not choice.get("name"):
+                    raise _choice_not_found()
+                resolved = _resolve_named_choice(choice["name"], tools)
+                if resolved != choice["name"]:
+                    data["tool_choice"] = {**choice, "name": resolved}
             return data
         if choice in ("auto", "none"):
             data["tool_choice"] = "none"
@@ -164,9 +197,48 @@ class ResponsesRequest(OpenAIBaseModel):
             raise VLLMValidationError(
                 "Tool choice 'required' must be specified with 'tools' parameter.", parameter="tool_choice"
             )
-        elif isinstance(choice, dict) and choice.get("type") in ("function", "custom"):
-            raise VLLMValidationError("Tool choice 'function' not found in 'tools' parameter.", parameter="tool_choice")
+        elif named:
+            raise _choice_not_found()
         return data
 
     def include_output_logprobs(self) -> bool:
         return isinstance(self.include, list) and "message.output_text.logprobs" in self.include
+
+
+def _choice_not_found() -> VLLMValidationError:
+    return VLLMValidationError("Tool choice 'function' not found in 'tools' parameter.", parameter="tool_choice")
+
+
+def _resolve_named_choice(name: str, tools: list[Any]) -> str:
+    """vLLM `_resolve_named_tool_choice`: a tool's exact name, else the one namespace function
+    with that local name (as `NAMESPACE__NAME`)."""
+    exact: set[str] = set()
+    local: dict[str, list[str]] = {}
+    for tool in tools:
+        if not isinstance(tool, dict):
+            continue
+        if tool.get("type") != "namespace":
+            if isinstance(tool.get("name"), str):
+                exact.add(tool["name"])
+            continue
+        namespace, inner = tool.get("name"), tool.get("tools")
+        if not isinstance(inner, list) or not isinstance(namespace, str):
+            return name
+        for function in inner:
+            local_name = function.get("name") if isinstance(function, dict) else None
+            if isinstance(local_name, str):
+                flat = f"{namespace}{NAMESPACE_SEPARATOR}{local_name}"
+                exact.add(flat)
+                local.setdefault(local_name, []).append(flat)
+    if name in exact:
+        return name
+    candidates = local.get(name, [])
+    if len(candidates) == 1:
+        return candidates[0]
+    if len(candidates) > 1:
+        raise VLLMValidationError(
+            f"Tool choice '{name}' is ambiguous: it is defined in more than one namespace "
+            f"({', '.join(candidates)}). Select it by its full '<namespace>__<name>' name.",
+            parameter="tool_choice",
+        )
+    raise _choice_not_found()

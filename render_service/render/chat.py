@@ -47,12 +47,15 @@ def render_chat_request(
     output_tokens_param: str | None = None,
     responses: bool = False,
     responses_harmony_ids: list[int] | None = None,
+    none_hides_tools: bool = True,
 ) -> dict[str, Any]:
     """A validated chat request (also the converted Messages request) -> GenerateRequest.
 
     `responses`: the request is a converted Responses request (the mistral tool parser
     adjusts those apart); `responses_harmony_ids`: its prompt on a gpt_oss model, rendered from
-    the Responses items (checked against the Responses token limits here)."""
+    the Responses items (checked against the Responses token limits here); `none_hides_tools`
+    False: tool_choice "none" stands for a Responses choice that constrains nothing (such as
+    allowed_tools), whose tools `--exclude-tools-when-tool-choice-none` keeps, as in vLLM."""
     ctx.check_model(request.model)
     if request.use_beam_search:
         raise BadRequestError("Beam search is not supported by the render endpoint")
@@ -78,20 +81,21 @@ def render_chat_request(
         reasoning_effort=request.reasoning_effort,
     )
     effective_kwargs = merge_kwargs(ctx.server_template_kwargs, request_kwargs)
+    tool_dicts = _tool_dicts(request, config.exclude_tools_when_tool_choice_none and none_hides_tools)
     if responses_harmony_ids is not None:
         limits = _chat_limits(bundle, request, output_tokens_param)
         prompt = ChatPrompt(limits.check_tokens(responses_harmony_ids, counted_whole=True), None)
     elif bundle.is_harmony:
-        prompt = ChatPrompt(harmony_prompt_ids(bundle, config, request, _tool_dicts(request, config)), None)
+        prompt = ChatPrompt(harmony_prompt_ids(bundle, config, request, tool_dicts), None)
     elif bundle.is_mistral:
         limits = _chat_limits(bundle, request, output_tokens_param)
-        prompt = ChatPrompt(mistral_prompt_ids(bundle, request, _tool_dicts(request, config), limits), None)
+        prompt = ChatPrompt(mistral_prompt_ids(bundle, request, tool_dicts, limits), None)
     else:
         prompt = render_chat_prompt(
             bundle,
             config,
             request,
-            tool_dicts=_tool_dicts(request, config),
+            tool_dicts=tool_dicts,
             request_kwargs=request_kwargs,
             tokenize_limits=_chat_limits(bundle, request, output_tokens_param),
             add_special_tokens=request.add_special_tokens,
@@ -169,8 +173,8 @@ def _check_sizes(request: ChatCompletionRequest, config: ServiceConfig) -> None:
         )
 
 
-def _tool_dicts(request: ChatCompletionRequest, config: ServiceConfig) -> list[dict[str, Any]] | None:
-    if request.tools is None or (request.tool_choice == "none" and config.exclude_tools_when_tool_choice_none):
+def _tool_dicts(request: ChatCompletionRequest, exclude_for_none: bool) -> list[dict[str, Any]] | None:
+    if request.tools is None or (request.tool_choice == "none" and exclude_for_none):
         return None
     return [tool.model_dump() for tool in request.tools]
 

@@ -11,12 +11,17 @@ On a gpt_oss model the prompt is vLLM's Harmony rendering of the Responses items
 (`harmony_responses`); the converted chat request still gives the sampling params and the
 Harmony structural tags.
 
-Not served (501): namespace / custom tools and their calls, and tool_choice forms other than
-none/auto/required/{"type": "function", "name"}; the gateway's /v1/responses on Harmony models.
+Namespace functions are shown as `NAMESPACE__NAME`, custom tools as vLLM's one-string function
+shim (their calls with `{"input": ...}` arguments); a tool_choice naming a function or custom
+tool is a named chat choice, the forms that constrain nothing in vLLM (allowed_tools, mcp,
+built-in types) are "none" with the tools still shown.
+
+Not served (501) by the gateway's /v1/responses: Harmony models, namespace and custom tools.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,7 +35,11 @@ from render_service.protocol import (
     sanitize_message,
     vllm_validation_error,
 )
-from render_service.protocol.responses import ResponsesRequest
+from render_service.protocol.responses import (
+    NAMED_CHOICE_TYPES,
+    NAMESPACE_SEPARATOR,
+    ResponsesRequest,
+)
 from render_service.protocol.validation import VLLMValidationError
 from render_service.render.chat import render_chat_request
 from render_service.render.context import RenderContext
@@ -39,6 +48,14 @@ from render_service.render.harmony_responses import responses_harmony_prompt_ids
 __all__ = ["render_responses", "responses_chat_body"]
 
 _PARTIAL = ("in_progress", "incomplete")
+CUSTOM_INPUT_KEY = "input"
+# vLLM's `custom_tool_parameters`: the schema a custom tool's function shim is shown with.
+_CUSTOM_PARAMETERS = {
+    "type": "object",
+    "properties": {CUSTOM_INPUT_KEY: {"type": "string", "description": "The freeform text payload for this tool."}},
+    "required": [CUSTOM_INPUT_KEY],
+    "additionalProperties": False,
+}
 
 
 def responses_chat_body(ctx: RenderContext, body: object) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -46,6 +63,9 @@ def responses_chat_body(ctx: RenderContext, body: object) -> tuple[dict[str, Any
     request = _checked(ctx, body)
     if ctx.bundle.is_harmony:  # vLLM renders and parses those apart from chat (not served yet)
         raise NotImplementedFeatureError("/v1/responses for Harmony models is not supported yet")
+    for tool in request.tools:  # their calls would need vLLM's custom / namespace output items
+        if tool.get("type") in ("namespace", "custom"):
+            raise NotImplementedFeatureError(f"/v1/responses with {tool['type']} tools is not supported yet")
     chat = to_chat_request(request, ctx.config.reasoning_effort_map)
     if request.stream:
         chat.stream_options = StreamOptions(include_usage=True)
@@ -78,6 +98,7 @@ def render_responses(
         output_tokens_param="max_output_tokens",
         responses=True,
         responses_harmony_ids=harmony_ids,
+        none_hides_tools=request.tool_choice == "none",
     )
     return _responses_shape(result, request)
 
@@ -108,7 +129,7 @@ def to_chat_request(
     effort: str | None = request.reasoning.effort if request.reasoning is not None else None
     if effort is not None:
         effort = effort_map.get(effort, effort)
-    tools = [_chat_tool(tool) for tool in request.tools if _is_function_tool(tool)]
+    tools = [chat_tool for tool in request.tools for chat_tool in _chat_tools(tool)]
     fields: dict[str, Any] = {
         "messages": input_messages(request) if with_messages else [],
         "model": request.model,
@@ -208,23 +229,37 @@ def _structured_outputs(request: ResponsesRequest) -> dict[str, Any] | None:
     return None
 
 
-def _is_function_tool(tool: dict[str, Any]) -> bool:
+def _chat_tools(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    """vLLM `get_function_tools`: a function as it is, a namespace's functions as
+    `NAMESPACE__NAME`, a custom tool as a one-string function shim; other tools are not shown."""
     kind = tool.get("type")
-    if kind in ("namespace", "custom"):
-        raise NotImplementedFeatureError(f"Responses tools of type {kind!r} are not supported yet")
-    return kind == "function"
+    if kind == "function":
+        return [_chat_tool(tool)]
+    if kind == "namespace":
+        inner = [t for t in tool.get("tools") or [] if isinstance(t, dict) and t.get("type") == "function"]
+        return [_chat_tool({**t, "name": _flat_name(tool.get("name"), t.get("name"))}) for t in inner]
+    if kind == "custom":
+        shim = {"name": tool.get("name"), "description": tool.get("description"), "parameters": _CUSTOM_PARAMETERS}
+        return [{"type": "function", "function": shim}]
+    return []
 
 
 def _chat_tool(tool: dict[str, Any]) -> dict[str, Any]:
     return {"type": "function", "function": {k: v for k, v in tool.items() if k != "type"}}
 
 
+def _flat_name(namespace: Any, name: Any) -> str:
+    return f"{namespace}{NAMESPACE_SEPARATOR}{name}"
+
+
 def _chat_tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
+    """A named function or custom tool is a named chat function (the custom shim); the
+    other forms (allowed_tools, mcp, built-in types) constrain nothing in vLLM: "none"."""
     if isinstance(choice, str):
         return choice
-    if choice.get("type") == "function" and isinstance(choice.get("name"), str) and len(choice) == 2:
+    if choice.get("type") in NAMED_CHOICE_TYPES:
         return {"type": "function", "function": {"name": choice["name"]}}
-    raise NotImplementedFeatureError(f"tool_choice of type {choice.get('type')!r} is not supported yet")
+    return "none"
 
 
 def _continues_final_message(items: str | list[Any]) -> bool:
@@ -235,6 +270,18 @@ def _continues_final_message(items: str | list[Any]) -> bool:
     return last.get("type", "message") in ("message", "reasoning") and last.get("status") in _PARTIAL
 
 
+def _call_function(item: dict[str, Any]) -> dict[str, Any]:
+    """A function call (its namespace flattened into the name), or a custom tool call as a
+    call of its shim with `{"input": ...}` arguments."""
+    if item.get("type") == "custom_tool_call":
+        arguments = json.dumps({CUSTOM_INPUT_KEY: item.get("input") or ""}, ensure_ascii=False)
+        return {"name": item.get("name"), "arguments": arguments}
+    name = item.get("name")
+    if item.get("namespace"):
+        name = _flat_name(item["namespace"], name)
+    return {"name": name, "arguments": item.get("arguments")}
+
+
 def _item_message(item: Any, prev: dict[str, Any] | None) -> dict[str, Any] | None:
     """One input item as a chat message, or None when it was merged into `prev` (the
     preceding assistant message takes following calls, reasoning and text)."""
@@ -242,14 +289,8 @@ def _item_message(item: Any, prev: dict[str, Any] | None) -> dict[str, Any] | No
         raise BadRequestError("Input items must be objects.", param="input")
     assistant = prev if prev is not None and prev.get("role") == "assistant" else None
     kind = item.get("type")
-    if kind in ("custom_tool_call", "custom_tool_call_output") or (kind == "function_call" and item.get("namespace")):
-        raise NotImplementedFeatureError(f"Responses input items of type {kind!r} are not supported yet")
-    if kind == "function_call":
-        call = {
-            "id": item.get("call_id"),
-            "function": {"name": item.get("name"), "arguments": item.get("arguments")},
-            "type": "function",
-        }
+    if kind in ("function_call", "custom_tool_call"):
+        call = {"id": item.get("call_id"), "function": _call_function(item), "type": "function"}
         if assistant is not None:
             assistant.setdefault("tool_calls", []).append(call)
             return None
@@ -263,7 +304,7 @@ def _item_message(item: Any, prev: dict[str, Any] | None) -> dict[str, Any] | No
             assistant["reasoning"] = reasoning
             return None
         return {"role": "assistant", "reasoning": reasoning}
-    if kind == "function_call_output":
+    if kind in ("function_call_output", "custom_tool_call_output"):
         return {"role": "tool", "content": item.get("output"), "tool_call_id": item.get("call_id")}
     if item.get("role") == "assistant":
         content = item.get("content")

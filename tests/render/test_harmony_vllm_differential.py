@@ -211,7 +211,13 @@ RESPONSES_CASES: dict[str, dict[str, Any]] = {
     "named": {"input": "hi", "tools": [R_WEATHER, R_TIME], "tool_choice": {"type": "function", "name": "get_time"}},
     "required_no_parallel": {"input": "hi", "tools": [R_WEATHER], "tool_choice": "required",
                              "parallel_tool_calls": False},
+    "choice_custom_name": {"input": "hi", "tools": [R_WEATHER], "tool_choice": {"type": "custom", "name": "get_weather"}},
+    "choice_allowed_tools": {"input": "hi", "tools": [R_WEATHER, R_TIME], "tool_choice": {
+        "type": "allowed_tools", "mode": "required", "tools": [{"type": "function", "name": "get_time"}]}},
+    "choice_builtin_no_parallel": {"input": "hi", "tools": [R_WEATHER], "tool_choice": {"type": "code_interpreter"},
+                                   "parallel_tool_calls": False},
     "json_schema": {"input": "x", "text": {"format": {"type": "json_schema", "name": "n", "schema": {"type": "object"}}}},
+    "json_object_and_tools": {"input": "x", "tools": [R_WEATHER], "text": {"format": {"type": "json_object"}}},
     "sampling": {"input": "hi", "temperature": 0.3, "top_p": 0.5, "top_k": 5, "seed": 3, "stop": ["END"],
                  "max_output_tokens": 77, "stream": True, "cache_salt": "s1",
                  "include": ["message.output_text.logprobs"], "top_logprobs": 2},
@@ -244,7 +250,7 @@ LAUNCHES: dict[str, list[str]] = {
 }
 # Cases whose answer needs what this render service does not build yet: ours must be a
 # typed 501, or vLLM's exact answer (xgrammar structural tags for Harmony).
-REFUSABLE: set[str] = set()
+REFUSABLE: set[str] = {"responses|json_object_and_tools"}
 
 
 DERENDER = "/v1/chat/completions/derender"

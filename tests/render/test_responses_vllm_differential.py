@@ -37,6 +37,16 @@ TOOL_ITEMS = [
     {"role": "user", "content": [{"type": "input_text", "text": "and tomorrow?"}]},
 ]
 
+NAMESPACE = {"type": "namespace", "name": "crm", "description": "CRM tools", "tools": [WEATHER, TIME]}
+SHELL = {"type": "custom", "name": "shell", "description": "Run a command", "format": {"type": "text"}}
+CUSTOM_ITEMS = [
+    {"role": "user", "content": "list files, then the weather"},
+    {"type": "custom_tool_call", "call_id": "call_2", "name": "shell", "input": "ls -l \u00e9"},
+    {"type": "custom_tool_call_output", "call_id": "call_2", "output": "a.txt"},
+    {"type": "function_call", "call_id": "call_3", "namespace": "crm", "name": "get_weather", "arguments": "{}"},
+    {"type": "function_call_output", "call_id": "call_3", "output": "18C"},
+]
+
 CASES: list[tuple[str, dict[str, Any]]] = [
     ("string_input", {"input": "hi"}),
     ("instructions", {"input": "hi", "instructions": "be brief", "max_output_tokens": 50}),
@@ -63,7 +73,22 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("kv_hoist", {"input": "x", "kv_transfer_params": {"do_remote_decode": True}, "request_id": "myid",
                   "model": SERVED, "truncation": "auto"}),
     ("template_kwargs", {"input": "hi", "chat_template_kwargs": {"enable_thinking": False}, "metadata": {"k": "v"}}),
+    ("namespace_and_custom_items", {"input": CUSTOM_ITEMS, "tools": [NAMESPACE, SHELL, WEATHER]}),
+    ("required_custom_only", {"input": "hi", "tools": [SHELL], "tool_choice": "required"}),
+    ("choice_custom", {"input": "hi", "tools": [SHELL, WEATHER], "tool_choice": {"type": "custom", "name": "shell"}}),
+    ("choice_namespace_local_name", {"input": "hi", "tools": [NAMESPACE], "tool_choice": {"type": "function", "name": "get_time"}}),
+    ("choice_namespace_flat_name", {"input": "hi", "tools": [NAMESPACE], "tool_choice": {"type": "function", "name": "crm__get_time"}}),
+    ("choice_allowed_tools", {"input": "hi", "tools": [WEATHER, TIME], "tool_choice": {
+        "type": "allowed_tools", "mode": "required", "tools": [{"type": "function", "name": "get_time"}]}}),
+    ("choice_mcp", {"input": "hi", "tools": [WEATHER], "tool_choice": {"type": "mcp", "server_label": "x"}}),
+    ("choice_builtin", {"input": "hi", "tools": [WEATHER], "tool_choice": {"type": "web_search_preview"}}),
+    ("choice_shell_no_parallel", {"input": "hi", "tools": [WEATHER], "tool_choice": {"type": "shell"}, "parallel_tool_calls": False}),
     # errors
+    ("choice_ambiguous", {"input": "hi", "tools": [NAMESPACE, {**NAMESPACE, "name": "erp"}],
+                          "tool_choice": {"type": "function", "name": "get_time"}}),
+    ("custom_grammar", {"input": "hi", "tools": [{"type": "custom", "name": "g", "format": {
+        "type": "grammar", "syntax": "lark", "definition": "start: /a/"}}]}),
+    ("choice_unknown_type", {"input": "hi", "tools": [WEATHER], "tool_choice": {"type": "nope"}}),
     ("previous_response_id", {"input": "hi", "previous_response_id": "resp_1"}),
     ("unknown_model", {"input": "hi", "model": "nope"}),
     ("missing_input", {"instructions": "x"}),
@@ -81,7 +106,10 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("assistant_without_text", {"input": [{"role": "user", "content": "a"}, {"role": "assistant", "content": []},
                                           {"role": "user", "content": "b"}]}),
 ]
-DIVERGENCES = {"bad_item": "vLLM lists the OpenAI SDK item union's member errors (237 of them)"}
+DIVERGENCES = {
+    "bad_item": "vLLM lists the OpenAI SDK item union's member errors (237 of them)",
+    "choice_unknown_type": "vLLM lists the OpenAI SDK ToolChoice union's member errors",
+}
 
 
 @pytest.fixture(scope="module")
