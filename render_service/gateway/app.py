@@ -26,7 +26,7 @@ from starlette.responses import Response
 
 from render_service import __version__
 from render_service.config import ServiceConfig
-from render_service.errors import RenderServiceError
+from render_service.errors import ConfigError, RenderServiceError
 from render_service.gateway.anthropic import anthropic_error_body, chat_to_message, message_events
 from render_service.gateway.asgi import ClientDisconnected, SSEResponse, until_disconnect
 from render_service.gateway.codec import Codec, InProcessCodec
@@ -176,6 +176,12 @@ def create_gateway_app(config: ServiceConfig, gateway_config: GatewayConfig, *,
                        engine_transport: httpx.AsyncBaseTransport | None = None) -> FastAPI:
     """The gateway app. `codec`/`client_factory` replace render/derender and the engines in
     tests; `engine_transport` keeps the real HTTP engine client over an in-memory transport."""
+    if config.enable_prompt_embeds:
+        # The render would send the placeholder ids alone: the engine would embed those tokens
+        # and answer as if that were the prompt.
+        raise ConfigError("the gateway cannot serve --enable-prompt-embeds: the engines' "
+                          "/inference/v1/generate takes token ids, not embeddings; use "
+                          "`vllm serve --enable-prompt-embeds` for embedding prompts")
     codec = codec or InProcessCodec(config)
     fetcher = MediaFetcher.from_config(config) if codec.accepts_images else None
     gateway = Gateway(gateway_config, codec, client_factory=client_factory,

@@ -11,9 +11,11 @@ from typing import Any
 
 import httpx
 import orjson
+import pytest
 from prometheus_client import REGISTRY
 
 from render_service.config import Limits, ServiceConfig
+from render_service.errors import ConfigError
 from render_service.gateway.app import create_gateway_app
 from render_service.gateway.config import GatewayConfig, HealthSettings
 from render_service.gateway.testing import Fault, ScriptedEngine, scripted_transport
@@ -163,6 +165,14 @@ async def test_ready_stays_open_with_an_api_key() -> None:
         ready = await c.get("/ready")
         models = await c.get("/v1/models")
     assert ready.status_code == 200 and models.status_code == 401
+
+
+def test_prompt_embeds_refused_at_start() -> None:
+    """The engines' generate API has no field for embeddings: serving them would answer the
+    placeholder tokens instead, so the gateway does not start with the flag."""
+    config = GatewayConfig(engines=("http://e0",))
+    with pytest.raises(ConfigError, match="--enable-prompt-embeds"):
+        create_gateway_app(ServiceConfig(enable_prompt_embeds=True), config, codec=FakeCodec())
 
 
 async def with_http_engines(engine_key: str | None, gateway_key: str | None
