@@ -246,10 +246,10 @@ def collapsed(result: ToolParseResult) -> Collapsed:
 
 
 def assert_split_invariant(parser: ToolParser, text: str, token_chunks: Sequence[Chunk]) -> None:
-    """Batch == streamed events: token pieces (whole, one token at a time, every two-chunk
-    split, 100 random splits) and char pieces (every char split, 5 random splits)."""
+    """Batch == streamed events: token pieces (whole, one token at a time, two-chunk splits
+    (chunking.MAX_SINGLE_CUTS), 25 random splits) and char pieces (the same, 5 random)."""
     expected = collapsed(parser.parse(text, "req-1"))
-    for pieces, n_random in (([t for t, _ in token_chunks], 100), (list(text), 5)):
+    for pieces, n_random in (([t for t, _ in token_chunks], 25), (list(text), 5)):
         assert_chunking_invariant(
             feed_fn=lambda state, delta: parser.feed(state, delta, "req-1"),
             finish_fn=lambda state: parser.finish(state, "req-1"),
