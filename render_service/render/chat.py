@@ -47,15 +47,15 @@ def render_chat_request(
     output_tokens_param: str | None = None,
     responses: bool = False,
     responses_harmony_ids: list[int] | None = None,
-    none_hides_tools: bool = True,
+    tool_constraints: bool = True,
 ) -> dict[str, Any]:
     """A validated chat request (also the converted Messages request) -> GenerateRequest.
 
     `responses`: the request is a converted Responses request (the mistral tool parser
     adjusts those apart); `responses_harmony_ids`: its prompt on a gpt_oss model, rendered from
-    the Responses items (checked against the Responses token limits here); `none_hides_tools`
-    False: tool_choice "none" stands for a Responses choice that constrains nothing (such as
-    allowed_tools), whose tools `--exclude-tools-when-tool-choice-none` keeps, as in vLLM."""
+    the Responses items (checked against the Responses token limits here); `tool_constraints`
+    False: tool_choice "auto" stands for a Responses choice that constrains nothing (such as
+    allowed_tools): tools shown and special tokens kept as for "auto", no tool-call grammar."""
     ctx.check_model(request.model)
     if request.use_beam_search:
         raise BadRequestError("Beam search is not supported by the render endpoint")
@@ -65,11 +65,12 @@ def render_chat_request(
         check_mistral_request(request)
         check_mm_kwargs(request, config.trust_request_mm_kwargs)
     elif not bundle.is_harmony:  # vLLM's Harmony path has no tool-choice gate and no template
-        check_tool_choice_gate(
-            request,
-            has_tool_parser=ctx.parsers.tool_parser is not None,
-            auto_tools=config.enable_auto_tool_choice,
-        )
+        if not responses:  # nor has its Responses render
+            check_tool_choice_gate(
+                request,
+                has_tool_parser=ctx.parsers.tool_parser is not None,
+                auto_tools=config.enable_auto_tool_choice,
+            )
         check_template_trust(request.chat_template, request.chat_template_kwargs, config.trust_request_chat_template)
         check_mm_kwargs(request, config.trust_request_mm_kwargs)
     request_kwargs = request_template_kwargs(
@@ -81,7 +82,7 @@ def render_chat_request(
         reasoning_effort=request.reasoning_effort,
     )
     effective_kwargs = merge_kwargs(ctx.server_template_kwargs, request_kwargs)
-    tool_dicts = _tool_dicts(request, config.exclude_tools_when_tool_choice_none and none_hides_tools)
+    tool_dicts = _tool_dicts(request, config)
     if responses_harmony_ids is not None:
         limits = _chat_limits(bundle, request, output_tokens_param)
         prompt = ChatPrompt(limits.check_tokens(responses_harmony_ids, counted_whole=True), None)
@@ -104,10 +105,11 @@ def render_chat_request(
             fetched_media=fetched_media,
         )
     if bundle.is_harmony:
-        for name, value in ctx.parsers.adjust_harmony_request(request).items():
+        for name, value in ctx.parsers.adjust_harmony_request(request, tool_constraints=tool_constraints).items():
             setattr(request, name, value)
     elif ctx.parsers.has_parser:
-        for name, value in ctx.parsers.adjust_request(request, responses=responses).items():
+        changes = ctx.parsers.adjust_request(request, responses=responses, tool_constraints=tool_constraints)
+        for name, value in changes.items():
             setattr(request, name, value)
     if not prompt.token_ids:
         raise BadRequestError("No token_ids rendered")
@@ -173,8 +175,8 @@ def _check_sizes(request: ChatCompletionRequest, config: ServiceConfig) -> None:
         )
 
 
-def _tool_dicts(request: ChatCompletionRequest, exclude_for_none: bool) -> list[dict[str, Any]] | None:
-    if request.tools is None or (request.tool_choice == "none" and exclude_for_none):
+def _tool_dicts(request: ChatCompletionRequest, config: ServiceConfig) -> list[dict[str, Any]] | None:
+    if request.tools is None or (request.tool_choice == "none" and config.exclude_tools_when_tool_choice_none):
         return None
     return [tool.model_dump() for tool in request.tools]
 

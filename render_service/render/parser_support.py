@@ -119,11 +119,11 @@ class ParserSupport:
         )
         return bool(parser.is_reasoning_end(prompt_ids))
 
-    def adjust_request(self, request: Any, *, responses: bool = False) -> dict[str, Any]:
+    def adjust_request(self, request: Any, *, responses: bool = False, tool_constraints: bool = True) -> dict[str, Any]:
         """Request-field changes of vLLM's DelegatingParser.adjust_request (may be empty).
 
         `responses`: the request is a converted Responses request (the mistral tool parser
-        treats those apart)."""
+        treats those apart); `tool_constraints` False: its tool_choice constrains no call."""
         if not self.has_parser:
             return {}
         if self._response_template_parser() is not None:
@@ -141,7 +141,8 @@ class ParserSupport:
         spec = self.tool_spec
         if spec is None:
             return changes
-        changes.update(self._tool_constraints(request, spec))
+        if tool_constraints:
+            changes.update(self._tool_constraints(request, spec))
         if self.tool_parser == "mistral":  # its adjust_request decides special tokens too
             changes.update(mistral_tool_adjust(request, grammar_factory=mistral_grammar, responses=responses))
             return changes
@@ -184,7 +185,7 @@ class ParserSupport:
                 )
         return changes
 
-    def adjust_harmony_request(self, request: Any) -> dict[str, Any]:
+    def adjust_harmony_request(self, request: Any, *, tool_constraints: bool = True) -> dict[str, Any]:
         """vLLM's `HarmonyParser.adjust_request` on a gpt_oss model (any configured parser):
         the request's own constraint becomes a Harmony structural tag on the final message
         (`_adjust_output_format`), then the `openai` tool parser's tool-call tag applies."""
@@ -199,7 +200,7 @@ class ParserSupport:
                 kept = {k: v for k, v in user.items() if k not in _CONSTRAINT_KEYS}
                 changes = {"structured_outputs": {**kept, "structural_tag": tag}, "response_format": None}
         spec = self.tool_spec
-        if spec is None or not request.tools or not _calls_tools(request.tool_choice):
+        if spec is None or not tool_constraints or not request.tools or not _calls_tools(request.tool_choice):
             return changes
         if changes:
             raise NotImplementedFeatureError(

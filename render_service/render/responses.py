@@ -14,7 +14,7 @@ Harmony structural tags.
 Namespace functions are shown as `NAMESPACE__NAME`, custom tools as vLLM's one-string function
 shim (their calls with `{"input": ...}` arguments); a tool_choice naming a function or custom
 tool is a named chat choice, the forms that constrain nothing in vLLM (allowed_tools, mcp,
-built-in types) are "none" with the tools still shown.
+built-in types) are "auto" rendered without tool-call constraints.
 
 Not served (501) by the gateway's /v1/responses: Harmony models, namespace and custom tools.
 """
@@ -98,7 +98,7 @@ def render_responses(
         output_tokens_param="max_output_tokens",
         responses=True,
         responses_harmony_ids=harmony_ids,
-        none_hides_tools=request.tool_choice == "none",
+        tool_constraints=not _unconstrained_choice(request.tool_choice),
     )
     return _responses_shape(result, request)
 
@@ -252,14 +252,20 @@ def _flat_name(namespace: Any, name: Any) -> str:
     return f"{namespace}{NAMESPACE_SEPARATOR}{name}"
 
 
+def _unconstrained_choice(choice: str | dict[str, Any]) -> bool:
+    """allowed_tools, mcp and the built-in forms: vLLM constrains no call for them, but they
+    are not "none" (special tokens are kept, tools shown)."""
+    return isinstance(choice, dict) and choice.get("type") not in NAMED_CHOICE_TYPES
+
+
 def _chat_tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
-    """A named function or custom tool is a named chat function (the custom shim); the
-    other forms (allowed_tools, mcp, built-in types) constrain nothing in vLLM: "none"."""
+    """A named function or custom tool is a named chat function (the custom shim); the other
+    forms are "auto", rendered without tool constraints (`_unconstrained_choice`)."""
     if isinstance(choice, str):
         return choice
     if choice.get("type") in NAMED_CHOICE_TYPES:
         return {"type": "function", "function": {"name": choice["name"]}}
-    return "none"
+    return "auto"
 
 
 def _continues_final_message(items: str | list[Any]) -> bool:
