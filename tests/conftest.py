@@ -9,7 +9,6 @@ found as a plain regression test).
 import os
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -36,18 +35,9 @@ def pytest_collection_modifyitems(config, items):  # noqa: ANN001, ANN201, ARG00
     those files by themselves, after the rest (see there)."""
     engine_files = {item.path for item in items
                     if item.get_closest_marker("engine") or ENGINE_FIXTURES & set(item.fixturenames)}
-    tests_dir = Path(__file__).parent
     for item in items:
         if item.path in engine_files and not item.get_closest_marker("engine"):
             item.add_marker(pytest.mark.engine)
-        item.add_marker(pytest.mark.xdist_group(_worker_group(item.path.relative_to(tests_dir))))
-
-
-def _worker_group(path: Path) -> str:
-    """What one pytest-xdist worker runs together (tests/run.sh, --dist loadgroup): a whole
-    file, so its module fixtures start once; all of tests/parsers, whose ~50 family
-    tokenizers (~30 MB each, cached) and reference process would otherwise load on both."""
-    return "parsers" if path.parts[0] == "parsers" else str(path)
 
 
 def pytest_runtest_teardown(item, nextitem):  # noqa: ANN001, ANN201, ARG001

@@ -4,8 +4,10 @@
 #   .cache/vllm-*    vLLM 0.32 CPU engine and the vLLM 0.33 reference (see .ci/install_vllm.sh)
 # Extra arguments go to pytest, e.g. `tests/run.sh -k parsers -x`.
 # Two phases: the tests that start no vLLM engine, one pytest worker per core (whole files per
-# worker, tests/parsers on one: tests/conftest.py _worker_group); then the `engine` tests alone, as their timing needs
-# (an idle P/D pair keeps both cores busy). RS_TEST_WORKERS=1 runs everything in one process.
+# worker, `--dist loadfile`, so a module's fixtures start once; xdist 3.8's loadgroup ignores
+# its groups under pytest 9, which keeps node ids elsewhere); then the `engine` tests alone, as
+# their timing needs (an idle P/D pair keeps both cores busy). RS_TEST_WORKERS=1 runs
+# everything in one process.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -36,7 +38,7 @@ reap_phase() {
 rc=0
 # Two glibc arenas per process: the workers' threads otherwise fragment memory into one arena
 # each, and two workers with their reference processes near a 24 GB machine's limit.
-RS_TEST_PHASE=no-engine-$$ MALLOC_ARENA_MAX=2 .venv/bin/python -m pytest -n "$workers" --dist loadgroup --max-worker-restart=0 -m "not engine" "$@" || rc=$?
+RS_TEST_PHASE=no-engine-$$ MALLOC_ARENA_MAX=2 .venv/bin/python -m pytest -n "$workers" --dist loadfile --max-worker-restart=0 -m "not engine" "$@" || rc=$?
 reap_phase "no-engine-$$"
 erc=0
 .venv/bin/python -m pytest -m engine "$@" || erc=$?
