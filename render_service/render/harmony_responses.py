@@ -151,7 +151,10 @@ def _chat_format(message: dict[str, Any]) -> list[Any]:
         return [msg.with_recipient("assistant")]
     if role in _INSTRUCTION_ROLES:
         return []  # dropped by the caller anyway
-    return [_message(role, message.get("content", ""))]
+    content = message.get("content", "")
+    if content is None:  # vLLM iterates it and answers with Python's TypeError text
+        raise BadRequestError("'NoneType' object is not iterable")
+    return [_message(role, content)]
 
 
 def _input_messages(items: list[Any]) -> list[Any]:

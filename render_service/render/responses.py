@@ -42,6 +42,7 @@ from render_service.protocol.responses import (
 )
 from render_service.protocol.validation import VLLMValidationError
 from render_service.render.chat import render_chat_request
+from render_service.render.chat_prompt import check_template_trust
 from render_service.render.context import RenderContext
 from render_service.render.harmony_responses import responses_harmony_prompt_ids
 
@@ -88,6 +89,7 @@ def render_responses(
     request = _checked(ctx, body)
     harmony_ids = None
     if ctx.bundle.is_harmony:  # the prompt comes from the Responses items, not from chat messages
+        check_template_trust(None, request.chat_template_kwargs, ctx.config.trust_request_chat_template)
         harmony_ids = responses_harmony_prompt_ids(request, ctx.config.reasoning_effort_map)
     chat = to_chat_request(request, ctx.config.reasoning_effort_map, with_messages=harmony_ids is None)
     result = render_chat_request(

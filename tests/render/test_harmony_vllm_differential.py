@@ -233,6 +233,8 @@ RESPONSES_CASES: dict[str, dict[str, Any]] = {
     "previous_harmony": {"input": "next", "previous_input_messages": R_PREVIOUS_HARMONY},
     "previous_chat": {"input": "", "previous_input_messages": R_PREVIOUS_CHAT},
     "previous_without_role": {"input": "next", "previous_input_messages": [{"content": "p"}]},
+    "previous_null_content": {"input": "x", "previous_input_messages": [{"role": "assistant", "content": None}]},
+    "untrusted_template_kwarg": {"input": "hi", "chat_template_kwargs": {"chat_template": "{{ 'x' }}"}},
     "too_long_output": {"input": "hi", "max_output_tokens": 200000},
 }  # fmt: skip
 # Equal but for the message: vLLM's pydantic error shows the item's keys in its TypedDict's order.
