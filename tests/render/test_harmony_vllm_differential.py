@@ -306,15 +306,19 @@ def _cases() -> Iterator[tuple[str, dict[str, Any], str]]:
             yield f"derender|{output}|{req_name}", _derender_body(output, request), DERENDER
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("gpt-oss-model")
+def write_gpt_oss_folder(folder: Path) -> Path:
+    """A weightless gpt-oss model folder: the gpt-oss tokenizer and gpt-oss-20b's configs."""
     source = gpt_oss().directory
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copyfile(source / name, folder / name)
     (folder / "config.json").write_text(json.dumps(GPT_OSS_CONFIG, indent=2))
     (folder / "generation_config.json").write_text(json.dumps(GENERATION_CONFIG, indent=2))
     return folder
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_gpt_oss_folder(tmp_path_factory.mktemp("gpt-oss-model"))
 
 
 def _vllm(model_dir: Path, launch: str) -> dict[str, Any]:
