@@ -24,6 +24,9 @@ from render_service.gateway.app import create_gateway_app
 from render_service.gateway.codec import InProcessCodec
 from render_service.gateway.config import GatewayConfig, HealthSettings
 from render_service.gateway.testing import ScriptedEngine
+from tests.harness.engine_api import generate
+from tests.harness.engines import EngineFleet, tokens_only_spec
+from tests.harness.tiny_gpt_oss_model import tiny_gpt_oss_dir
 from tests.parsers.tokenizers_util import gpt_oss
 from tests.render.test_harmony_vllm_differential import START_DATE, WEATHER, write_gpt_oss_folder
 
@@ -147,3 +150,23 @@ async def test_tool_call_and_cut_output(model_dir: Path) -> None:
     assert cut_view["finish_reason"] == "length" and cut_view["calls"] == {}
     assert "Need the weather tool.".startswith(cut_view["reasoning"]) and cut_view["reasoning"]
     assert _folded(_events(cut_stream)) == cut_view
+
+
+@pytest.mark.engine
+def test_real_engine_serves_our_harmony_render_and_stops_on_harmony_ends(engine_fleet: EngineFleet) -> None:
+    """vLLM 0.32 CPU `--tokens-only` on a tiny random gpt-oss: it takes our Harmony render and
+    stops on <|call|> and <|return|> although the render sends no stop ids (the engine's stop
+    set is generation_config.json's eos ids). `allowed_token_ids` forces the token."""
+    model_dir = tiny_gpt_oss_dir()
+    rendered = InProcessCodec(ServiceConfig(model=str(model_dir))).render_chat(
+        {"messages": MESSAGES, "tools": [WEATHER]}, request_id_header=None)
+    engine = engine_fleet.launch(tokens_only_spec(model_dir, name="gpt-oss", scripted=False))
+    try:
+        engine.wait_healthy()
+        for stop_id in (CALL, RETURN):
+            body = {**rendered, "sampling_params": {**rendered["sampling_params"], "max_tokens": 4,
+                                                    "allowed_token_ids": [stop_id]}}  # fmt: skip
+            choice = generate(engine.url, body, timeout=120)["choices"][0]
+            assert (choice["token_ids"], choice["finish_reason"]) == ([stop_id], "stop"), engine.log_tail()
+    finally:
+        engine.stop()

