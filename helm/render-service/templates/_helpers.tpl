@@ -134,7 +134,7 @@ chatTemplate chatTemplateContentFormat trustRequestChatTemplate trustRequestMmKw
 defaultChatTemplateKwargs reasoningParser toolCallParser toolStrictLevel enableAutoToolChoice
 excludeToolsWhenToolChoiceNone reasoningEffortMap allowedLocalMediaPath allowedMediaDomains
 mmHasherAlgorithm mmProcessorCacheGb interleaveMmStrings dtype limitMmPerPrompt
-anthropicDisabledThinkingEffort
+anthropicDisabledThinkingEffort enablePromptEmbeds
 {{- end }}
 
 {{/*
